@@ -1,0 +1,269 @@
+"""The history frame: read, validate and regularise long `series,timestamp,value` data.
+
+Long format (DESIGN.md): one row per series and timestamp, timestamps UTC, extra label columns
+allowed. Validation sorts, de-duplicates identical rows, rejects conflicting duplicates, negative
+or non-finite values with the row number, and regularises each series onto a fixed step by
+resampling (mean). Gaps stay NaN and are reported; `fill_short_gaps` bridges at most one hour.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+
+
+import numpy as np
+import pandas as pd
+
+from predictor.errors import InputError
+from predictor.types import GapReport
+
+log = logging.getLogger(__name__)
+
+REQUIRED = ("series", "timestamp", "value")
+MAX_INTERPOLATED_GAP = pd.Timedelta("1h")  # DESIGN.md: never fill across more than one hour
+# A series is "signed" (standardised KPIs, deltas) when at least this share of at least
+# SIGNED_MIN_ROWS values is negative; a stray negative in a usage series is an error instead.
+SIGNED_MIN_SHARE = 0.2
+SIGNED_MIN_ROWS = 100
+
+
+@dataclass
+class History:
+    """Regular series keyed by id, plus what validation found (gaps, signed series, labels)."""
+
+    series: dict[str, pd.Series]
+    step: pd.Timedelta
+    gaps: dict[str, GapReport] = field(default_factory=dict)
+    labels: pd.DataFrame | None = None  # one row per series: extra label columns
+    signed: list[str] = field(default_factory=list)
+
+    @property
+    def end(self) -> pd.Timestamp:
+        """The latest timestamp of any series (the forecast origin is end + step)."""
+        return max(s.index[-1] for s in self.series.values())
+
+    def to_long(self) -> pd.DataFrame:
+        parts = [
+            pd.DataFrame({"series": k, "timestamp": s.index, "value": s.to_numpy()})
+            for k, s in self.series.items()
+        ]
+        if not parts:
+            return pd.DataFrame(columns=list(REQUIRED))
+        return pd.concat(parts, ignore_index=True)
+
+
+def read_long_file(path: str) -> pd.DataFrame:
+    """Read a CSV, CSV.gz or Parquet long file; the error names the file and what is wrong."""
+    if not os.path.exists(path):
+        raise InputError(f"input {path}: no such file")
+    if os.path.getsize(path) == 0:
+        raise InputError(f"input {path} is empty: expected a header `series,timestamp,value` and rows")
+    lower = path.lower()
+    try:
+        if lower.endswith((".parquet", ".pq")):
+            df = pd.read_parquet(path)
+        else:
+            # keep_default_na=False: an empty cell is a gap, but the text "nan"/"inf" is an error.
+            df = pd.read_csv(path, dtype={"series": str}, keep_default_na=False, na_values={"value": [""]})
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any reader failure becomes one clear line
+        raise InputError(f"input {path} could not be read ({type(exc).__name__}: {exc}); "
+                         "expected CSV, CSV.gz or Parquet with columns series,timestamp,value") from exc
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        raise InputError(
+            f"input {path} has no column {', '.join(repr(c) for c in missing)} "
+            f"(columns found: {', '.join(map(str, df.columns)) or 'none'}); "
+            "the long format needs series,timestamp,value"
+        )
+    if df.empty:
+        raise InputError(f"input {path} has a header but no rows")
+    return df
+
+
+def _row_label(source: str, pos: int, parquet: bool) -> str:
+    # CSV: line 1 is the header, so data row 0 is line 2.
+    return f"{source} row {pos + 1}" if parquet else f"{source} line {pos + 2}"
+
+
+def parse_timestamps(ts: pd.Series, source: str, parquet: bool = False) -> pd.Series:
+    """ISO-8601 (UTC unless an offset is given) or epoch seconds -> tz-aware UTC timestamps."""
+    if pd.api.types.is_datetime64_any_dtype(ts):
+        out = pd.to_datetime(ts, utc=True)
+    elif pd.api.types.is_numeric_dtype(ts):
+        out = pd.to_datetime(ts.astype("float64"), unit="s", utc=True, errors="coerce")
+    else:
+        text = ts.astype(str).str.strip()
+        numeric = text.str.fullmatch(r"\d+(\.\d+)?")
+        out = pd.Series(pd.NaT, index=ts.index, dtype="datetime64[ns, UTC]")
+        if numeric.any():
+            out[numeric] = pd.to_datetime(text[numeric].astype("float64"), unit="s", utc=True)
+        if (~numeric).any():
+            out[~numeric] = pd.to_datetime(text[~numeric], utc=True, errors="coerce", format="ISO8601")
+    bad = out.isna()
+    if bad.any():
+        pos = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(
+            f"{_row_label(source, pos, parquet)}: timestamp {ts.iloc[pos]!r} does not parse "
+            f"({int(bad.sum())} such rows); use ISO-8601 UTC (2024-08-01T00:05:00Z) or epoch seconds"
+        )
+    return out
+
+
+def _parse_values(raw: pd.Series, source: str, parquet: bool) -> pd.Series:
+    """Numbers; an empty cell is a gap (NaN); text that is not a finite number is an error."""
+    values = pd.to_numeric(raw, errors="coerce").astype("float64")
+    was_given = raw.notna() & (raw.astype(str).str.strip() != "") if raw.dtype == object else raw.notna()
+    bad = (was_given & ~np.isfinite(values.fillna(0.0))) | (was_given & values.isna())
+    if bad.any():
+        pos = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(
+            f"{_row_label(source, pos, parquet)}: value {raw.iloc[pos]!r} is not a finite number "
+            f"({int(bad.sum())} such rows); leave the cell empty for a gap or drop the row"
+        )
+    return values
+
+
+def validate_long(
+    df: pd.DataFrame,
+    source: str = "input",
+    *,
+    allow_negative: bool | None = None,
+    duplicates: str = "error",
+    parquet: bool = False,
+) -> pd.DataFrame:
+    """Check and normalise a raw long frame; returns series,timestamp,value (+labels), sorted.
+
+    allow_negative: True accepts negatives, False rejects every one, None (default) rejects them
+    except in series that are signed throughout (see SIGNED_MIN_SHARE).
+    duplicates: `error` (default) for conflicting values at one timestamp, or `mean` / `last`.
+    """
+    if duplicates not in ("error", "mean", "last"):
+        raise InputError(f"duplicates policy {duplicates!r}: use error, mean or last")
+    df = df.reset_index(drop=True)
+    out = df.copy()
+    out["series"] = df["series"].astype(str).str.strip()
+    empty_ids = out["series"].isin(["", "nan", "None"])
+    if empty_ids.any():
+        pos = int(np.flatnonzero(empty_ids.to_numpy())[0])
+        raise InputError(f"{_row_label(source, pos, parquet)}: empty series id; every row needs one")
+    out["timestamp"] = parse_timestamps(df["timestamp"], source, parquet)
+    out["value"] = _parse_values(df["value"], source, parquet)
+    out["_row"] = np.arange(len(out))
+
+    neg = out["value"] < 0
+    if neg.any() and allow_negative is not True:
+        counts = out.groupby("series")["value"].agg(n="count", neg=lambda v: int((v < 0).sum()))
+        signed = counts[(counts["n"] >= SIGNED_MIN_ROWS) & (counts["neg"] >= SIGNED_MIN_SHARE * counts["n"])]
+        rejected = neg if allow_negative is False else neg & ~out["series"].isin(signed.index)
+        if rejected.any():
+            pos = int(np.flatnonzero(rejected.to_numpy())[0])
+            raise InputError(
+                f"{_row_label(source, pos, parquet)} (series {out['series'].iloc[pos]!r}): value "
+                f"{out['value'].iloc[pos]!r} is negative; resource usage cannot be negative — fix the "
+                "exporter or drop the row (pass --allow-negative for a signed metric)"
+            )
+
+    out = out.sort_values(["series", "timestamp", "_row"], kind="stable")
+    dup = out.duplicated(["series", "timestamp"], keep=False)
+    if dup.any():
+        same = out[dup].groupby(["series", "timestamp"])["value"].transform(lambda v: v.nunique(dropna=False) == 1)
+        conflicting = out[dup][~same.astype(bool)]
+        if len(conflicting) and duplicates == "error":
+            first = conflicting.iloc[0]
+            raise InputError(
+                f"{_row_label(source, int(first['_row']), parquet)} (series {first['series']!r}): "
+                f"duplicate timestamp {first['timestamp'].isoformat()} with different values "
+                f"({len(conflicting)} conflicting rows); de-duplicate the file or pass --duplicates mean|last"
+            )
+        if duplicates == "mean" and len(conflicting):
+            means = out.groupby(["series", "timestamp"])["value"].transform("mean")
+            out["value"] = means
+        out = out.drop_duplicates(["series", "timestamp"], keep="last")
+    return out.drop(columns="_row").reset_index(drop=True)
+
+
+def _gaps_of(s: pd.Series) -> list[tuple[pd.Timestamp, int]]:
+    isna = s.isna().to_numpy()
+    if not isna.any():
+        return []
+    edges = np.diff(np.concatenate([[0], isna.astype(np.int8), [0]]))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    return [(s.index[a], int(b - a)) for a, b in zip(starts, ends)]
+
+
+def regularize(frame: pd.DataFrame, step: pd.Timedelta) -> History:
+    """Resample each series onto an epoch-aligned grid of `step` (mean per bucket); gaps -> NaN."""
+    series: dict[str, pd.Series] = {}
+    gaps: dict[str, GapReport] = {}
+    label_cols = [c for c in frame.columns if c not in REQUIRED]
+    for key, g in frame.groupby("series", sort=True):
+        s = pd.Series(g["value"].to_numpy(), index=pd.DatetimeIndex(g["timestamp"]))
+        r = s.resample(step, origin="epoch").mean() if len(s) > 1 else s.set_axis(s.index.floor(step))
+        r = r.astype("float64")
+        # a series whose first/last buckets are empty is trimmed; inner gaps stay NaN
+        r = r.loc[r.first_valid_index(): r.last_valid_index()] if r.notna().any() else r.iloc[:0]
+        if r.empty:
+            log.warning("series %s has no values and is skipped", key)
+            continue
+        series[str(key)] = r
+        found = _gaps_of(r)
+        if found:
+            gaps[str(key)] = GapReport(str(key), found)
+    labels = None
+    if label_cols:
+        labels = frame.groupby("series")[label_cols].first()
+    return History(series=series, step=step, gaps=gaps, labels=labels)
+
+
+def load_history(
+    path: str,
+    step: pd.Timedelta,
+    *,
+    allow_negative: bool | None = None,
+    duplicates: str = "error",
+) -> History:
+    """read_long_file -> validate_long -> regularize, with the file named in every error."""
+    raw = read_long_file(path)
+    parquet = path.lower().endswith((".parquet", ".pq"))
+    frame = validate_long(raw, path, allow_negative=allow_negative, duplicates=duplicates, parquet=parquet)
+    hist = regularize(frame, step)
+    hist.signed = _signed_series(frame)
+    return hist
+
+
+def history_from_frame(frame: pd.DataFrame, step: pd.Timedelta, source: str = "frame") -> History:
+    return regularize(validate_long(frame, source, allow_negative=True, parquet=True), step)
+
+
+def _signed_series(frame: pd.DataFrame) -> list[str]:
+    neg = frame.loc[frame["value"] < 0, "series"]
+    return sorted(neg.unique().tolist())
+
+
+def fill_short_gaps(y: pd.Series, step: pd.Timedelta, limit: pd.Timedelta = MAX_INTERPOLATED_GAP) -> pd.Series:
+    """Linear interpolation across gaps of at most `limit` (one hour); longer gaps stay NaN."""
+    max_steps = int(limit / step)
+    if max_steps < 1 or not y.isna().any():
+        return y
+    isna = y.isna()
+    run_id = (~isna).cumsum()
+    run_len = isna.groupby(run_id).transform("sum")
+    filled = y.interpolate(limit_area="inside")
+    return y.where(~(isna & (run_len <= max_steps)), filled)
+
+
+def write_long(frame: pd.DataFrame, path: str) -> None:
+    """Atomic write (temp + rename) of a long frame as CSV, CSV.gz or Parquet, chosen by suffix."""
+    from predictor.atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        if path.lower().endswith((".parquet", ".pq")):
+            frame.to_parquet(tmp, index=False)
+        else:
+            frame.to_csv(tmp, index=False, compression="gzip" if path.endswith(".gz") else None,
+                         date_format="%Y-%m-%dT%H:%M:%SZ")
+
+

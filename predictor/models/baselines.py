@@ -1,0 +1,76 @@
+"""Cheap baselines that are also the fallbacks: seasonal naive and a decaying-histogram percentile."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from predictor.history import fill_short_gaps
+from predictor.models.base import Forecaster, steps_in
+
+
+class SeasonalNaive(Forecaster):
+    """Repeat the last season (`1d` or `7d`); quantiles from the empirical residuals of that same
+    rule over the last `residual_window` (default 7 d: enough for ~2,000 residuals at 5 min)."""
+
+    name = "seasonal_naive"
+
+    def __init__(self, season: str = "1d", residual_window: str = "7d"):
+        self.season = season
+        self.residual_window = residual_window
+
+    @property
+    def label(self) -> str:
+        return f"seasonal_naive_{'weekly' if pd.Timedelta(self.season) >= pd.Timedelta('7d') else 'daily'}"
+
+    def _fit(self, y: pd.Series) -> None:
+        m = steps_in(self.season, self.step_)
+        if len(y) < 2 * m:
+            raise ValueError(
+                f"history has {len(y) * self.step_} of data; seasonal naive with a {self.season} "
+                f"season needs at least two seasons ({2 * m * self.step_}) — use DecayingHistogram or wait"
+            )
+        filled = fill_short_gaps(y, self.step_).to_numpy()
+        # where a long gap remains, fall back to the value one season earlier, then to the median
+        for k in range(m, len(filled)):
+            if np.isnan(filled[k]):
+                filled[k] = filled[k - m]
+        med = float(np.nanmedian(filled))
+        filled = np.where(np.isnan(filled), med, filled)
+        self.last_season_ = filled[-m:].copy()
+        r = steps_in(self.residual_window, self.step_)
+        raw = y.to_numpy()
+        resid = (raw[m:] - filled[:-m])[-r:]
+        resid = resid[np.isfinite(resid)]
+        self.residuals_ = resid if len(resid) else np.zeros(1)
+
+    def _predict(self, horizon: int, quantiles: np.ndarray) -> np.ndarray:
+        reps = int(np.ceil(horizon / len(self.last_season_)))
+        point = np.tile(self.last_season_, reps)[:horizon]
+        offsets = np.quantile(self.residuals_, quantiles)
+        return point[:, None] + offsets[None, :]
+
+
+class DecayingHistogram(Forecaster):
+    """The VPA recommender's signal: percentiles of usage weighted by age, half-life 24 h (a
+    week-old sample weighs 1/128), over the last `window` (8 d as in the VPA). Flat forecast."""
+
+    name = "decaying_histogram"
+
+    def __init__(self, half_life: str = "24h", window: str = "8d"):
+        self.half_life = half_life
+        self.window = window
+
+    def _fit(self, y: pd.Series) -> None:
+        recent = y[y.index > y.index[-1] - pd.Timedelta(self.window)].dropna()
+        if recent.empty:
+            raise ValueError(f"no value in the last {self.window} of history")
+        age = (y.index[-1] - recent.index).total_seconds().to_numpy()
+        w = np.power(2.0, -age / pd.Timedelta(self.half_life).total_seconds())
+        order = np.argsort(recent.to_numpy(), kind="stable")
+        self.values_ = recent.to_numpy()[order]
+        cw = np.cumsum(w[order])
+        self.cum_weights_ = cw / cw[-1]
+
+    def _predict(self, horizon: int, quantiles: np.ndarray) -> np.ndarray:
+        idx = np.minimum(np.searchsorted(self.cum_weights_, quantiles), len(self.values_) - 1)
+        return np.tile(self.values_[idx], (horizon, 1))

@@ -1,0 +1,1 @@
+"""History sources: one interface (`HistorySource.fetch`), three implementations."""

@@ -1,0 +1,166 @@
+"""The data model shared by every Tidewise package (DESIGN.md, "Data model").
+
+Only plain dataclasses live here, so that `node_enforcer` and `autoscaler` can import the types
+without pulling in models or sources.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+RESOURCES = ("cpu", "memory")  # cpu in cores, memory in bytes; anything else is a business metric
+
+
+@dataclass(frozen=True, order=True)
+class SeriesKey:
+    """`namespace / workload (kind+name) / container / resource`, or `node/<name>/resource`.
+
+    Its string form (`id`) is what the long files carry in their `series` column:
+    `shop/Deployment/frontend/app/cpu`.
+    """
+
+    namespace: str
+    kind: str
+    name: str
+    container: str
+    resource: str
+
+    @property
+    def id(self) -> str:
+        return "/".join((self.namespace, self.kind, self.name, self.container, self.resource))
+
+    @property
+    def workload(self) -> str:
+        return f"{self.namespace}/{self.kind}/{self.name}"
+
+    @classmethod
+    def parse(cls, text: str) -> "SeriesKey":
+        parts = text.split("/")
+        if len(parts) != 5 or not all(parts):
+            raise ValueError(
+                f"series id {text!r} is not namespace/kind/name/container/resource"
+            )
+        return cls(*parts)
+
+    def __str__(self) -> str:
+        return self.id
+
+
+@dataclass
+class Forecast:
+    """One series' forecast: a horizon of steps with one column per quantile.
+
+    `values[i, j]` is quantile `quantiles[j]` at `index[i]`; columns never cross.
+    """
+
+    series: str
+    index: pd.DatetimeIndex
+    quantiles: tuple[float, ...]
+    values: np.ndarray
+    model: str
+    version: str = "adhoc"
+    backtest_score: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def quantile(self, q: float) -> np.ndarray:
+        return self.values[:, self.quantiles.index(q)]
+
+    def to_frame(self) -> pd.DataFrame:
+        out = pd.DataFrame({"series": self.series, "timestamp": self.index})
+        for j, q in enumerate(self.quantiles):
+            out[quantile_column(q)] = self.values[:, j]
+        out["model"] = self.model
+        return out
+
+
+def quantile_column(q: float) -> str:
+    """0.95 -> `q0.95` (the forecast contract's column name)."""
+    return f"q{format(float(q), 'g')}"
+
+
+PROFILE_CLASSES = ("tidal", "flat", "bursty", "trending", "insufficient-history")
+
+
+@dataclass
+class ServiceProfile:
+    """A workload resource's weekly tide and the facts the decisions need (DESIGN.md)."""
+
+    series: str
+    profile_class: str
+    days_of_history: float
+    step_seconds: int
+    mean: float
+    p50: float
+    p95: float
+    peak: float
+    peak_window: dict[str, Any] | None
+    trough_window: dict[str, Any] | None
+    peak_to_trough: float | None
+    seasonality_day: float
+    seasonality_week: float
+    burstiness: float
+    trend_per_day: float
+    gaps: int
+    # weekday (0 = Monday) x quarter-hour -> [p50, p95]; None where the history has no sample.
+    weekly_curve_p50: list[list[float | None]] = field(default_factory=list)
+    weekly_curve_p95: list[list[float | None]] = field(default_factory=list)
+    usage_per_traffic: float | None = None
+    reasons: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["class"] = d.pop("profile_class")
+        return d
+
+
+@dataclass
+class GapReport:
+    """Gaps found while regularising one series: where and how long (in steps)."""
+
+    series: str
+    gaps: list[tuple[pd.Timestamp, int]]
+
+    @property
+    def missing_steps(self) -> int:
+        return sum(n for _, n in self.gaps)
+
+
+@dataclass
+class NumaReclaim:
+    """Reclaimable resources of one NUMA node."""
+
+    millicpu: int
+    memory_bytes: int
+
+
+@dataclass
+class ReclaimPlan:
+    """What batch (`reclaimed_cores`) work may borrow on one node over the next window.
+
+    Produced by the serving loop from forecasts (autoscaler), consumed by the node enforcer to size
+    its `reclaim` CPU pool and memory caps. Units are exact: integer millicpu and bytes.
+    """
+
+    node: str
+    window_start: str  # ISO-8601 UTC
+    window_seconds: int
+    reclaimed_millicpu: int
+    reclaimed_memory_bytes: int
+    # forecast quantile of the shared (online) pool's CPU demand over the window, in millicpu
+    shared_demand_millicpu: int | None = None
+    numa: dict[int, NumaReclaim] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["numa"] = {str(k): v for k, v in d["numa"].items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ReclaimPlan":
+        d = dict(d)
+        numa = {int(k): NumaReclaim(**v) for k, v in (d.pop("numa", None) or {}).items()}
+        return cls(numa=numa, **d)

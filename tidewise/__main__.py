@@ -1,0 +1,3 @@
+from tidewise.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,71 @@
+"""`tidewise` — one subcommand per job. Each subcommand lives in `tidewise/commands/<name>.py`
+with `register(subparsers)` (argparse only) and imports its package lazily in `run`, so that
+`tidewise forecast` never imports `kubernetes`."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from tidewise import __version__
+
+# Subcommand modules, in the order `--help` lists them.
+COMMANDS = [
+    "fetch",
+    "forecast",
+    "profile",
+    "demo",
+]
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tidewise",
+        description=(
+            "Forecast the daily and weekly tide of Kubernetes workloads' CPU and memory and turn it "
+            "into decisions: VPA requests, predictive HPA replicas and reclaimable node resources."
+        ),
+        epilog="Run `tidewise COMMAND --help` for a command's options. Docs: README.md.",
+    )
+    parser.add_argument("--version", action="version", version=f"tidewise {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    parser.add_argument("--config", metavar="FILE", help="YAML settings file (see README, 'Configuration')")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"tidewise.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return EXIT_USAGE
+    logging.basicConfig(
+        level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    from predictor.errors import InputError, TidewiseError
+    from tidewise.config import load_config
+
+    try:
+        args.settings = load_config(args.config)
+        return int(args.func(args) or EXIT_OK)
+    except InputError as exc:
+        print(f"tidewise {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except TidewiseError as exc:
+        print(f"tidewise {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        print(f"tidewise {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,4 @@
+import argparse
+
+def register(sub: argparse._SubParsersAction) -> None:
+    pass
