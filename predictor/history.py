@@ -37,6 +37,18 @@ class History:
     gaps: dict[str, GapReport] = field(default_factory=dict)
     labels: pd.DataFrame | None = None  # one row per series: extra label columns
     signed: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # series or query -> why it failed
+
+    def window(self, start: pd.Timestamp | None, end: pd.Timestamp | None) -> "History":
+        """The same history cut to [start, end) (either side open when None)."""
+        cut = {}
+        for k, s in self.series.items():
+            s = s[(s.index >= start) if start is not None else slice(None)]
+            s = s[(s.index < end) if end is not None else slice(None)]
+            if s.notna().any():
+                cut[k] = s
+        return History(cut, self.step, {k: g for k, g in self.gaps.items() if k in cut}, self.labels,
+                       [k for k in self.signed if k in cut], dict(self.failed))
 
     @property
     def end(self) -> pd.Timestamp:
