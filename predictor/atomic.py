@@ -19,6 +19,9 @@ def atomic_path(path: str) -> Iterator[str]:
     # keep the suffix so that writers that pick a format by extension still work
     fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=f".tmp{os.path.splitext(base)[1]}", dir=folder)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; the final file gets the usual mode
     try:
         yield tmp
         with open(tmp, "rb+") as fh:

@@ -132,7 +132,7 @@ def _parse_values(raw: pd.Series, source: str, parquet: bool) -> pd.Series:
     if bad.any():
         pos = int(np.flatnonzero(bad.to_numpy())[0])
         raise InputError(
-            f"{_row_label(source, pos, parquet)}: value {raw.iloc[pos]!r} is not a finite number "
+            f"{_row_label(source, pos, parquet)}: value '{raw.iloc[pos]}' is not a finite number "
             f"({int(bad.sum())} such rows); leave the cell empty for a gap or drop the row"
         )
     return values
@@ -174,7 +174,7 @@ def validate_long(
             pos = int(np.flatnonzero(rejected.to_numpy())[0])
             raise InputError(
                 f"{_row_label(source, pos, parquet)} (series {out['series'].iloc[pos]!r}): value "
-                f"{out['value'].iloc[pos]!r} is negative; resource usage cannot be negative — fix the "
+                f"{float(out['value'].iloc[pos]):g} is negative; resource usage cannot be negative — fix the "
                 "exporter or drop the row (pass --allow-negative for a signed metric)"
             )
 

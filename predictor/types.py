@@ -76,6 +76,19 @@ class Forecast:
         return out
 
 
+def finite_or_none(obj: Any) -> Any:
+    """Recursively replace NaN and infinities by None, and numpy scalars by Python numbers."""
+    if isinstance(obj, dict):
+        return {k: finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_none(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if np.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
 def quantile_column(q: float) -> str:
     """0.95 -> `q0.95` (the forecast contract's column name)."""
     return f"q{format(float(q), 'g')}"
@@ -111,7 +124,8 @@ class ServiceProfile:
     reasons: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """JSON-ready: non-finite numbers become None (strict JSON has no NaN)."""
+        d = finite_or_none(asdict(self))
         d["class"] = d.pop("profile_class")
         return d
 

@@ -1,0 +1,158 @@
+"""Gradient-boosted quantile regression on the direct features (scikit-learn's
+HistGradientBoostingRegressor, one model per quantile).
+
+`GlobalGBM` is trained across many series at once on scaled values (`fit_many`) and then
+forecasts any series from its own recent past without refitting (`predict_series`): that is what
+makes 10,000+ series affordable — one fit for the fleet, then only feature building per series.
+`GBM` is the same model fitted on one series (DESIGN.md: ~3–4 s per series, so not the default).
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from predictor.features.direct import FEATURE_NAMES, context_of, direct_features, training_rows
+from predictor.models.base import Forecaster, check_series, infer_step, non_crossing
+
+DAY = pd.Timedelta("1d")
+
+
+def _step_of(y: pd.Series) -> pd.Timedelta:
+    return pd.Timedelta(y.index.freq) if y.index.freq is not None else infer_step(y.index)
+
+
+class GlobalGBM(Forecaster):
+    """One quantile GBM per requested quantile, shared by every series it was fitted on.
+
+    Training rows: for each series, origins at the same time of day as its end, one day apart,
+    over the last `max_origins` days (each sees at most `max_past` of history before it), targets
+    the next `train_horizon`. Rows are subsampled to `max_rows` (seeded) so the fit cost stays flat
+    as the fleet grows: 200,000 rows x 4 quantiles ≈ 30 s on one core here.
+    """
+
+    name = "gbm_global"
+
+    def __init__(self, quantiles: Sequence[float] = (0.5, 0.9, 0.95, 0.99), max_iter: int = 150,
+                 learning_rate: float = 0.08, max_leaf_nodes: int = 31, min_samples_leaf: int = 100,
+                 max_origins: int = 14, train_horizon: str = "1d", max_past: str = "28d",
+                 max_rows: int = 150_000, random_state: int = 0):
+        self.quantiles = quantiles
+        self.max_iter = max_iter
+        self.learning_rate = learning_rate
+        self.max_leaf_nodes = max_leaf_nodes
+        self.min_samples_leaf = min_samples_leaf
+        self.max_origins = max_origins
+        self.train_horizon = train_horizon
+        self.max_past = max_past
+        self.max_rows = max_rows
+        self.random_state = random_state
+
+    # fleet API --------------------------------------------------------------------------------
+    def fit_many(self, series: Mapping[str, pd.Series], before: pd.Timestamp | None = None) -> "GlobalGBM":
+        """Fit the shared model on every series (only on data before `before` when given)."""
+        from sklearn.ensemble import HistGradientBoostingRegressor
+
+        qs = np.asarray(self.quantiles, dtype=float)
+        if qs.ndim != 1 or len(qs) == 0 or np.any((qs <= 0) | (qs >= 1)):
+            raise ValueError(f"quantiles must be a non-empty list within (0, 1), got {self.quantiles}")
+        xs, ts = [], []
+        step = None
+        for y in series.values():
+            if before is not None:
+                y = y[y.index < before]
+            if len(y) < 2 or y.notna().sum() < 2:
+                continue
+            step = _step_of(y)
+            xr, tr = self._rows(y, step)
+            if len(tr):
+                xs.append(xr)
+                ts.append(tr)
+        if not xs:
+            raise ValueError("no series has enough history for the global GBM: each needs at least "
+                             "two days — use SeasonalNaive or wait")
+        x, t = np.vstack(xs), np.concatenate(ts)
+        rng = np.random.default_rng(self.random_state)
+        if len(t) > self.max_rows:
+            keep = np.sort(rng.choice(len(t), self.max_rows, replace=False))
+            x, t = x[keep], t[keep]
+        # a flash crowd can be 100 scales away: clip targets so that one series cannot dominate
+        t = np.clip(t, -50, 50)
+        self.models_ = []
+        for i, q in enumerate(qs):
+            m = HistGradientBoostingRegressor(loss="quantile", quantile=float(q), max_iter=self.max_iter,
+                                              learning_rate=self.learning_rate, max_leaf_nodes=self.max_leaf_nodes,
+                                              min_samples_leaf=self.min_samples_leaf, early_stopping=False,
+                                              random_state=self.random_state + i)
+            m.fit(x, t)
+            self.models_.append(m)
+        self.fitted_quantiles_ = tuple(float(q) for q in qs)
+        self.n_rows_ = len(t)
+        self.n_series_ = len(xs)
+        self.step_ = step
+        return self
+
+    def _rows(self, y: pd.Series, step: pd.Timedelta) -> tuple[np.ndarray, np.ndarray]:
+        spd = max(1, int(round(DAY / step)))
+        origin = y.index[-1] + step
+        origins = [origin - k * DAY for k in range(1, self.max_origins + 1)]
+        horizon = max(1, int(round(pd.Timedelta(self.train_horizon) / step)))
+        max_past = int(round(pd.Timedelta(self.max_past) / step))
+        return training_rows(y, origins, horizon, min_past=2 * spd, max_past=max_past)
+
+    def predict_series(self, y: pd.Series, horizon: int, quantiles: Sequence[float],
+                       origin: pd.Timestamp | None = None) -> np.ndarray:
+        """Forecast `horizon` steps of `y` from `origin` (default: its end + step) with the shared
+        model, using only the values of `y` before the origin."""
+        if not hasattr(self, "models_"):
+            raise RuntimeError(f"{type(self).__name__} is not fitted: call fit_many(series) or fit(y) first")
+        qs = tuple(float(q) for q in quantiles)
+        missing = [q for q in qs if q not in self.fitted_quantiles_]
+        if missing:
+            raise ValueError(f"{self.name} was fitted for quantiles {list(self.fitted_quantiles_)}, not {missing}; "
+                             "refit with quantiles=... including them")
+        y = check_series(y)
+        step = _step_of(y)
+        if origin is None:
+            origin = y.index[-1] + step
+        past = y[y.index < origin]
+        if len(past) < 2:
+            raise ValueError(f"series has no history before the origin {origin}")
+        spd = max(1, int(round(DAY / step)))
+        max_past = int(round(pd.Timedelta(self.max_past) / step))
+        v = past.to_numpy(dtype=np.float64)[-max_past:]
+        # origin may lie beyond the end: pad the silence with NaN so that lags line up
+        lead = max(0, int(round((origin - (past.index[-1] + step)) / step)))
+        if lead:
+            v = np.concatenate([v, np.full(lead, np.nan)])
+        ctx = context_of(v, spd)
+        x = direct_features(v, origin, step, horizon, ctx)
+        z = np.column_stack([self.models_[self.fitted_quantiles_.index(q)].predict(x) for q in qs])
+        out = ctx.level + ctx.scale * z
+        return non_crossing(out, np.asarray(qs))
+
+    # single-series contract ----------------------------------------------------------------------
+    def _fit(self, y: pd.Series) -> None:
+        self.fit_many({"y": y})
+        self.step_ = _step_of(y)
+        self.history_ = y.iloc[-int(round(pd.Timedelta(self.max_past) / self.step_)):].copy()
+
+    def _predict(self, horizon: int, quantiles: np.ndarray) -> np.ndarray:
+        return self.predict_series(self.history_, horizon, quantiles)
+
+
+class GBM(GlobalGBM):
+    """The same quantile GBM fitted on one series alone (`fit(y)`)."""
+
+    name = "gbm"
+
+    def __init__(self, quantiles: Sequence[float] = (0.5, 0.9, 0.95, 0.99), max_iter: int = 100,
+                 learning_rate: float = 0.08, max_leaf_nodes: int = 15, min_samples_leaf: int = 40,
+                 max_origins: int = 21, train_horizon: str = "1d", max_past: str = "28d",
+                 max_rows: int = 50_000, random_state: int = 0):
+        super().__init__(quantiles, max_iter, learning_rate, max_leaf_nodes, min_samples_leaf, max_origins,
+                         train_horizon, max_past, max_rows, random_state)
+
+
+assert len(FEATURE_NAMES) > 0
