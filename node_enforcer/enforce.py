@@ -1,0 +1,87 @@
+"""Apply a `CpuAllocation` to the cgroups: read, compare, write only what differs, log old -> new.
+
+Idempotent: a second run over the same allocation writes nothing. cpuset files are ordered so
+that the kernel accepts every write (v1 requires a child's cpus to lie within its parent's): the
+pod's cgroup is first widened to old ∪ new, then its containers are set, then the pod is narrowed.
+One pod whose cgroups refuse a write is logged and skipped; the others are still enforced.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from node_enforcer.cgroups import Desired, _Driver
+from node_enforcer.pods import Pod
+from node_enforcer.policy import CpuAllocation
+from node_enforcer.topology import format_cpulist, parse_cpulist
+from node_enforcer.writers import Change, Writer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EnforceReport:
+    changes: list[Change] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # pods without a cgroup yet (not started)
+    unsupported: list[str] = field(default_factory=list)  # files this kernel/hierarchy does not offer
+    errors: list[str] = field(default_factory=list)  # pod: what failed
+
+    def summary(self) -> str:
+        return (f"{len(self.changes)} write(s), {len(self.missing)} pod(s) without cgroups, "
+                f"{len(self.unsupported)} unsupported file(s), {len(self.errors)} error(s)")
+
+
+def _apply_cpuset(writer: Writer, parent: Desired, children: list[Desired]) -> None:
+    current = writer.read(parent.path)
+    try:
+        old = parse_cpulist(current or "")
+    except ValueError:
+        old = frozenset()
+    new = parse_cpulist(parent.value)
+    if old and not old <= new:
+        writer.ensure(parent.path, format_cpulist(old | new))  # widen first; narrowed below
+    elif old != new:
+        writer.ensure(parent.path, parent.value)
+    for child in children:
+        writer.ensure(child.path, child.value)
+    writer.ensure(parent.path, parent.value)
+
+
+def enforce(allocation: CpuAllocation, pods: Sequence[Pod], driver: _Driver, writer: Writer,
+            proc_root: str = "/proc") -> EnforceReport:
+    by_uid: Mapping[str, Pod] = {p.uid: p for p in pods}
+    report = EnforceReport()
+    start = len(writer.changes)
+    for alloc in allocation.pods:
+        pod = by_uid.get(alloc.uid)
+        if pod is None:
+            continue
+        try:
+            found = driver.cgroups(alloc, pod, writer)
+            report.unsupported.extend(found.unsupported if found.found else [])
+            if not found.found:
+                report.missing.append(pod.key)
+                continue
+            groups: dict[str, list[Desired]] = {}
+            for d in found.desired:
+                if d.group:
+                    groups.setdefault(d.group, []).append(d)
+            for members in groups.values():
+                parent = next(d for d in members if d.is_parent)
+                _apply_cpuset(writer, parent, [d for d in members if not d.is_parent])
+            for d in found.desired:
+                if not d.group:
+                    writer.ensure(d.path, d.value)
+            if alloc.oom_score_adj is not None:
+                for pid in found.pids:
+                    path = os.path.join(proc_root, str(pid), "oom_score_adj")
+                    if writer.exists(path):  # the process may have exited since cgroup.procs was read
+                        writer.ensure(path, str(alloc.oom_score_adj))
+        except OSError as exc:
+            msg = f"{pod.key}: {exc.strerror or exc} ({exc.filename})"
+            report.errors.append(msg)
+            log.error("enforce %s", msg, extra={"pod": pod.key})
+    report.changes = writer.changes[start:]
+    return report

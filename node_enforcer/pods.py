@@ -1,0 +1,211 @@
+"""This node's pods, in the shape the policy needs, from a Kubernetes Pod object (a dict).
+
+Sources (`--pods-from`): the kubelet's `/pods` endpoint, the API server (`spec.nodeName` field
+selector, through `kube.KubeApi`), or a file holding the same JSON/YAML shape (a PodList, a list of
+pods, or one pod). A pod object without the fields the agent needs is logged and skipped.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from predictor.errors import InputError, TidewiseError
+
+log = logging.getLogger(__name__)
+
+_MEM_SUFFIX = {
+    "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+}
+_QUANTITY = re.compile(r"^([+]?[0-9.]+(?:[eE][+-]?\d+)?)(m|u|n|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+
+
+def parse_cpu_millis(value: Any) -> int:
+    """Kubernetes CPU quantity -> millicpu, rounded up: `500m` -> 500, `1.5` -> 1500, `2` -> 2000."""
+    m = _QUANTITY.match(str(value).strip())
+    if not m:
+        raise ValueError(f"CPU quantity {value!r} does not parse (use 500m, 1, 1.5)")
+    number, suffix = float(m.group(1)), m.group(2) or ""
+    scale = {"": 1000.0, "m": 1.0, "u": 1e-3, "n": 1e-6}.get(suffix)
+    if scale is None:
+        raise ValueError(f"CPU quantity {value!r}: suffix {suffix!r} is not a CPU unit")
+    return int(-(-number * scale // 1))
+
+
+def parse_memory_bytes(value: Any) -> int:
+    """Kubernetes memory quantity -> bytes: `512Mi`, `1G`, `1e9`, `1000`."""
+    m = _QUANTITY.match(str(value).strip())
+    if not m or (m.group(2) or "") not in _MEM_SUFFIX:
+        raise ValueError(f"memory quantity {value!r} does not parse (use 512Mi, 1Gi, 1G)")
+    return int(float(m.group(1)) * _MEM_SUFFIX[m.group(2) or ""])
+
+
+@dataclass(frozen=True)
+class Container:
+    name: str
+    id: str | None  # runtime container id without the `containerd://` prefix; None until started
+    cpu_request_millis: int = 0
+    cpu_limit_millis: int | None = None
+    memory_request_bytes: int = 0
+    memory_limit_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Pod:
+    uid: str
+    namespace: str
+    name: str
+    node_name: str | None
+    k8s_qos: str  # Guaranteed | Burstable | BestEffort (the kubelet's cgroup parent follows it)
+    priority: int
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    containers: tuple[Container, ...] = ()
+    phase: str = "Running"
+    created: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def cpu_request_millis(self) -> int:
+        return sum(c.cpu_request_millis for c in self.containers)
+
+    @property
+    def cpu_limit_millis(self) -> int | None:
+        limits = [c.cpu_limit_millis for c in self.containers]
+        return None if not limits or any(v is None for v in limits) else sum(v for v in limits if v)
+
+    @property
+    def memory_limit_bytes(self) -> int | None:
+        limits = [c.memory_limit_bytes for c in self.containers]
+        return None if not limits or any(v is None for v in limits) else sum(v for v in limits if v)
+
+
+def _k8s_qos(containers: list[Container]) -> str:
+    """The kubelet's QoS class, for pods whose status does not carry it yet."""
+    if all(c.cpu_request_millis == 0 and c.memory_request_bytes == 0 and c.cpu_limit_millis is None
+           and c.memory_limit_bytes is None for c in containers):
+        return "BestEffort"
+    if all(c.cpu_limit_millis is not None and c.memory_limit_bytes is not None
+           and c.cpu_limit_millis == c.cpu_request_millis and c.memory_limit_bytes == c.memory_request_bytes
+           for c in containers):
+        return "Guaranteed"
+    return "Burstable"
+
+
+def pod_from_object(obj: Mapping[str, Any]) -> Pod:
+    """One Kubernetes Pod dict -> `Pod`; raises ValueError naming the missing or bad field."""
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"pod is a {type(obj).__name__}, not a mapping")
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    uid, name = meta.get("uid"), meta.get("name")
+    if not uid or not name:
+        raise ValueError("pod without metadata.uid or metadata.name")
+    annotations = meta.get("annotations") or {}
+    if not isinstance(annotations, Mapping):
+        raise ValueError(f"pod {name}: metadata.annotations is not a mapping")
+    ids = {}
+    for cs in status.get("containerStatuses") or []:
+        cid = cs.get("containerID") or ""
+        if cs.get("name") and cid:
+            ids[cs["name"]] = cid.split("://", 1)[-1]
+    containers = []
+    for c in spec.get("containers") or []:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        cpu_lim = parse_cpu_millis(lim["cpu"]) if "cpu" in lim else None
+        mem_lim = parse_memory_bytes(lim["memory"]) if "memory" in lim else None
+        # as the API server does: a limit without a request defaults the request to the limit
+        cpu_req = parse_cpu_millis(req["cpu"]) if "cpu" in req else (cpu_lim or 0)
+        mem_req = parse_memory_bytes(req["memory"]) if "memory" in req else (mem_lim or 0)
+        containers.append(Container(name=c.get("name", ""), id=ids.get(c.get("name", "")),
+                                    cpu_request_millis=cpu_req, cpu_limit_millis=cpu_lim,
+                                    memory_request_bytes=mem_req, memory_limit_bytes=mem_lim))
+    if not containers:
+        raise ValueError(f"pod {name}: spec.containers is empty")
+    return Pod(
+        uid=str(uid), namespace=str(meta.get("namespace") or "default"), name=str(name),
+        node_name=spec.get("nodeName"), k8s_qos=status.get("qosClass") or _k8s_qos(containers),
+        priority=int(spec.get("priority") or 0), annotations={str(k): str(v) for k, v in annotations.items()},
+        containers=tuple(containers), phase=str(status.get("phase") or "Running"),
+        created=str(meta.get("creationTimestamp") or ""),
+    )
+
+
+def pods_from_objects(objs: Any, node: str | None = None) -> list[Pod]:
+    """A PodList / list / single pod -> the running pods of `node` (all nodes when None).
+
+    Bad pod objects are logged with their name and skipped; finished pods hold no cgroups."""
+    if isinstance(objs, Mapping):
+        objs = objs.get("items", [objs]) if objs.get("kind") != "Pod" else [objs]
+    if not isinstance(objs, list):
+        raise InputError(f"pods: expected a PodList, a list of pods or one pod, got {type(objs).__name__}")
+    out = []
+    for obj in objs:
+        try:
+            pod = pod_from_object(obj)
+        except (ValueError, TypeError, KeyError) as exc:
+            name = (obj.get("metadata") or {}).get("name", "?") if isinstance(obj, Mapping) else "?"
+            log.warning("skipping pod %s: %s", name, exc, extra={"pod": name})
+            continue
+        if node and pod.node_name and pod.node_name != node:
+            continue
+        if pod.phase in ("Succeeded", "Failed"):
+            continue
+        out.append(pod)
+    out.sort(key=lambda p: (p.namespace, p.name, p.uid))
+    return out
+
+
+def read_pods_file(path: str, node: str | None = None) -> list[Pod]:
+    if not os.path.exists(path):
+        raise InputError(f"--pods {path}: no such file")
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        import yaml
+
+        try:
+            docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        except yaml.YAMLError as exc:
+            raise InputError(f"--pods {path}: neither JSON nor YAML: {exc}") from exc
+        data = docs[0] if len(docs) == 1 else docs
+    return pods_from_objects(data, node)
+
+
+class KubeletPods:
+    """GET the kubelet's `/pods` (a PodList of this node), with the service-account token.
+
+    `get` is injectable (defaults to `requests.get`) so tests reach a local HTTP fake."""
+
+    def __init__(self, url: str = "https://127.0.0.1:10250", token_file: str | None =
+                 "/var/run/secrets/kubernetes.io/serviceaccount/token", verify: bool | str = True,
+                 timeout: float = 5.0, get: Callable[..., Any] | None = None) -> None:
+        self.url, self.token_file, self.verify, self.timeout, self._get = url, token_file, verify, timeout, get
+
+    def list(self, node: str | None = None) -> list[Pod]:
+        get = self._get
+        if get is None:
+            import requests
+
+            get = requests.get
+        headers = {}
+        if self.token_file and os.path.exists(self.token_file):
+            with open(self.token_file, encoding="utf-8") as fh:
+                headers["Authorization"] = f"Bearer {fh.read().strip()}"
+        try:
+            resp = get(self.url.rstrip("/") + "/pods", headers=headers, verify=self.verify, timeout=self.timeout)
+            resp.raise_for_status()
+            data = resp.json()
+        except Exception as exc:  # requests' exception tree plus JSON errors: one clear message
+            raise TidewiseError(f"kubelet {self.url}/pods: {exc}") from exc
+        return pods_from_objects(data, node)

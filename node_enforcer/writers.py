@@ -1,0 +1,152 @@
+"""Where cgroup (and /proc) values are read from and written to.
+
+- `FileWriter`: the real files; every write is logged old -> new.
+- `DryRunWriter`: reads the real files, keeps writes in an overlay (so a later read sees them, as
+  it would after a real write) and records them as the diff that `--dry-run` prints.
+- `MemoryWriter`: an in-memory file tree that records every write, for unit tests.
+
+Values are compared in a normal form (`normalise`), so that `0-3` equals `0,1,2,3` and a v1 memory
+limit of -1 equals the kernel's 9223372036854771712.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+from node_enforcer.topology import format_cpulist, parse_cpulist
+
+log = logging.getLogger(__name__)
+
+PAGE = 4096
+V1_UNLIMITED = 2**62  # v1 reports "no limit" as LONG_MAX rounded down to a page; anything this big is unlimited
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    old: str | None  # None: the file could not be read
+    new: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.old if self.old is not None else '?'} -> {self.new}"
+
+
+def normalise(path: str, text: str | None) -> str | None:
+    """The canonical form of a value for `path`'s file name (None stays None)."""
+    if text is None:
+        return None
+    name = os.path.basename(path)
+    t = text.strip()
+    try:
+        if name in ("cpuset.cpus", "cpuset.mems"):
+            return format_cpulist(parse_cpulist(t))
+        if name == "memory.limit_in_bytes":
+            v = int(t)
+            return "-1" if v < 0 or v >= V1_UNLIMITED else str(v // PAGE * PAGE)
+        if name in ("memory.max", "memory.high"):
+            return "max" if t == "max" else str(int(t) // PAGE * PAGE)
+        if name == "cpu.max":
+            parts = t.split()
+            quota = parts[0]
+            period = parts[1] if len(parts) > 1 else "100000"
+            return f"{'max' if quota == 'max' else int(quota)} {int(period)}"
+        if name in ("cpu.cfs_quota_us", "cpu.shares", "cpu.weight", "cpu.idle", "oom_score_adj"):
+            v = int(t)
+            return "-1" if name == "cpu.cfs_quota_us" and v < 0 else str(v)
+    except ValueError:
+        return t
+    return t
+
+
+class Writer:
+    """read / write one file; `changes` holds what this writer wrote since it was made."""
+
+    dry_run = False
+
+    def __init__(self) -> None:
+        self.changes: list[Change] = []
+
+    def read(self, path: str) -> str | None:
+        raise NotImplementedError
+
+    def exists(self, path: str) -> bool:
+        raise NotImplementedError
+
+    def listdir(self, path: str) -> list[str]:
+        """Sub-directories of `path` (sorted), [] when it does not exist."""
+        raise NotImplementedError
+
+    def _store(self, path: str, value: str) -> None:
+        raise NotImplementedError
+
+    def ensure(self, path: str, value: str) -> Change | None:
+        """Read, compare, write only if it differs; returns the change made (or None)."""
+        old = self.read(path)
+        if normalise(path, old) == normalise(path, value):
+            return None
+        self._store(path, value)
+        change = Change(path, None if old is None else old.strip(), value)
+        self.changes.append(change)
+        log.info("%s%s", "dry-run: " if self.dry_run else "", change, extra={"path": path, "old": old, "new": value})
+        return change
+
+
+class FileWriter(Writer):
+    def read(self, path: str) -> str | None:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return fh.read()
+        except OSError:
+            return None
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def listdir(self, path: str) -> list[str]:
+        try:
+            return sorted(e.name for e in os.scandir(path) if e.is_dir(follow_symlinks=False))
+        except OSError:
+            return []
+
+    def _store(self, path: str, value: str) -> None:
+        # cgroup files take one value per write(2); no temp file, no truncation games
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(value)
+
+
+class DryRunWriter(FileWriter):
+    dry_run = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.overlay: dict[str, str] = {}
+
+    def read(self, path: str) -> str | None:
+        return self.overlay[path] if path in self.overlay else super().read(path)
+
+    def _store(self, path: str, value: str) -> None:
+        self.overlay[path] = value
+
+
+class MemoryWriter(Writer):
+    """An in-memory tree of files (path -> content); directories are implied by the paths."""
+
+    def __init__(self, files: Mapping[str, str] | None = None) -> None:
+        super().__init__()
+        self.files: dict[str, str] = dict(files or {})
+
+    def read(self, path: str) -> str | None:
+        return self.files.get(path)
+
+    def exists(self, path: str) -> bool:
+        return path in self.files or any(p.startswith(path.rstrip("/") + "/") for p in self.files)
+
+    def listdir(self, path: str) -> list[str]:
+        prefix = path.rstrip("/") + "/"
+        return sorted({p[len(prefix):].split("/", 1)[0] for p in self.files
+                       if p.startswith(prefix) and "/" in p[len(prefix):]})
+
+    def _store(self, path: str, value: str) -> None:
+        self.files[path] = value
