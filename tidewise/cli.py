@@ -16,6 +16,7 @@ COMMANDS = [
     "forecast",
     "profile",
     "demo",
+    "enforce",
 ]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2

@@ -1,0 +1,119 @@
+"""The agent's checkpoint: which cores each dedicated pod holds, saved atomically with a checksum.
+
+A restarted agent restores the allocation from it, so that it neither moves a running dedicated
+pod nor hands its cores to another. A checkpoint that is missing, unreadable, fails its checksum or
+was written for another node is rebuilt from the cgroups (each dedicated pod's `cpuset.cpus`), never
+a crash. It is rewritten only when the allocation changed (a no-op reconcile writes nothing).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from node_enforcer.cgroups import _Driver
+from node_enforcer.pods import Pod
+from node_enforcer.policy import CpuAllocation
+from node_enforcer.qos import QosLevel, QosResolver
+from node_enforcer.topology import format_cpulist, parse_cpulist
+from node_enforcer.writers import Writer
+from predictor.atomic import write_text_atomic
+
+log = logging.getLogger(__name__)
+SCHEMA = 1
+
+
+class CheckpointError(Exception):
+    """The checkpoint exists but cannot be trusted (message says why)."""
+
+
+@dataclass(frozen=True)
+class Restored:
+    dedicated: dict[str, frozenset[int]]  # pod uid -> cpus
+    source: str  # checkpoint | cgroups | empty
+    reason: str = ""
+
+
+def _digest(payload: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def payload_of(node: str, allocation: CpuAllocation) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "node": node,
+        "pools": {k: format_cpulist(v) for k, v in sorted(allocation.pools.items())},
+        "dedicated": {uid: format_cpulist(c) for uid, c in sorted(allocation.dedicated.items())},
+    }
+
+
+def save_checkpoint(path: str, node: str, allocation: CpuAllocation) -> bool:
+    """Write the checkpoint if its content changed; returns whether it wrote."""
+    payload = payload_of(node, allocation)
+    digest = _digest(payload)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if json.load(fh).get("sha256") == digest:
+                return False
+    except (OSError, ValueError, AttributeError):
+        pass
+    doc = {"sha256": digest, "saved": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+           "payload": payload}
+    write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    log.info("checkpoint saved: %d dedicated pod(s) -> %s", len(payload["dedicated"]), path)
+    return True
+
+
+def load_checkpoint(path: str, node: str) -> dict[str, frozenset[int]] | None:
+    """The dedicated allocation saved in `path`; None when there is no file; CheckpointError when corrupt."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        payload, digest = doc["payload"], doc["sha256"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"checkpoint {path} is unreadable: {exc}") from exc
+    if _digest(payload) != digest:
+        raise CheckpointError(f"checkpoint {path} fails its sha256 checksum")
+    if payload.get("schema") != SCHEMA:
+        raise CheckpointError(f"checkpoint {path} has schema {payload.get('schema')!r}, expected {SCHEMA}")
+    if payload.get("node") != node:
+        raise CheckpointError(f"checkpoint {path} is for node {payload.get('node')!r}, not {node!r}")
+    try:
+        return {str(uid): parse_cpulist(text) for uid, text in payload["dedicated"].items()}
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise CheckpointError(f"checkpoint {path}: bad dedicated entry: {exc}") from exc
+
+
+def rebuild_from_cgroups(pods: Sequence[Pod], driver: _Driver, writer: Writer,
+                         resolver: QosResolver | None = None) -> dict[str, frozenset[int]]:
+    """Each running dedicated pod's current `cpuset.cpus`; the policy keeps those that still fit."""
+    resolver = resolver or QosResolver()
+    out = {}
+    for pod in pods:
+        if resolver.resolve(pod).level is not QosLevel.DEDICATED:
+            continue
+        cpus = driver.read_cpuset(pod, writer)
+        if cpus:
+            out[pod.uid] = cpus
+    return out
+
+
+def restore(path: str, node: str, pods: Sequence[Pod], driver: _Driver, writer: Writer,
+            resolver: QosResolver | None = None) -> Restored:
+    """What a starting agent believes each dedicated pod holds."""
+    live = {p.uid for p in pods}
+    try:
+        saved = load_checkpoint(path, node)
+    except CheckpointError as exc:
+        log.warning("%s; rebuilding the allocation from the cgroups", exc)
+        return Restored(rebuild_from_cgroups(pods, driver, writer, resolver), "cgroups", str(exc))
+    if saved is None:
+        rebuilt = rebuild_from_cgroups(pods, driver, writer, resolver)
+        return Restored(rebuilt, "cgroups" if rebuilt else "empty", f"no checkpoint at {path}")
+    return Restored({uid: cpus for uid, cpus in saved.items() if uid in live}, "checkpoint")

@@ -1,0 +1,94 @@
+"""The node agent's own thin wrapper over the official `kubernetes` client: list this node's pods
+and evict a pod through the Eviction API. Nothing else in `node_enforcer` touches the client, and
+`kubernetes` is imported only when a `KubeApi` is made (the agent with `--pods-from file` never
+loads it). Errors map to a small tree: NotFound, Conflict, TooManyRequests (a PodDisruptionBudget
+refused the eviction), Forbidden.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from node_enforcer.pods import Pod, pods_from_objects
+from predictor.errors import TidewiseError
+
+log = logging.getLogger(__name__)
+
+
+class KubeError(TidewiseError):
+    status = 0
+
+
+class NotFound(KubeError):
+    status = 404
+
+
+class Conflict(KubeError):
+    status = 409
+
+
+class TooManyRequests(KubeError):
+    status = 429
+
+
+class Forbidden(KubeError):
+    status = 403
+
+
+_BY_STATUS = {c.status: c for c in (NotFound, Conflict, TooManyRequests, Forbidden)}
+
+
+def _mapped(exc: Exception, what: str) -> KubeError:
+    status = int(getattr(exc, "status", 0) or 0)
+    reason = getattr(exc, "reason", "") or str(exc)
+    body = getattr(exc, "body", None)
+    if body:
+        try:
+            reason = json.loads(body).get("message") or reason
+        except (ValueError, AttributeError):
+            pass
+    return _BY_STATUS.get(status, KubeError)(f"{what}: {status or ''} {reason}".strip())
+
+
+class KubeApi:
+    """`api_client` is injectable (tests point one at a local HTTP fake); by default the in-cluster
+    service account is used, or the kubeconfig when not in a cluster."""
+
+    def __init__(self, api_client: Any = None, kubeconfig: str | None = None) -> None:
+        from kubernetes import client, config
+
+        if api_client is None:
+            try:
+                config.load_incluster_config()
+            except config.ConfigException:
+                config.load_kube_config(config_file=kubeconfig)
+            api_client = client.ApiClient()
+        self._core = client.CoreV1Api(api_client)
+        self._client = client
+
+    def list_node_pods(self, node: str) -> list[Pod]:
+        """This node's pods (`spec.nodeName` field selector), read as plain JSON."""
+        try:
+            resp = self._core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}",
+                                                          _preload_content=False, _request_timeout=10)
+            data = json.loads(resp.data)
+        except Exception as exc:  # ApiException, urllib3 errors, bad JSON: one mapped error
+            raise _mapped(exc, f"list pods of node {node}") from exc
+        return pods_from_objects(data, node)
+
+    def eviction_body(self, namespace: str, name: str, dry_run: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
+                                "metadata": {"name": name, "namespace": namespace}}
+        if dry_run:
+            body["deleteOptions"] = {"dryRun": ["All"]}
+        return body
+
+    def evict(self, namespace: str, name: str, dry_run: bool = True) -> None:
+        """POST an Eviction (policy/v1); with `dry_run` the API server checks it and changes nothing."""
+        body = self.eviction_body(namespace, name, dry_run)
+        try:
+            self._core.create_namespaced_pod_eviction(name, namespace, body, dry_run="All" if dry_run else None,
+                                                      _request_timeout=10)
+        except Exception as exc:
+            raise _mapped(exc, f"evict {namespace}/{name}") from exc

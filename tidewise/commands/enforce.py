@@ -1,0 +1,169 @@
+"""`tidewise enforce` — the node agent: QoS pools, NUMA binding, memory caps and eviction on cgroups."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+HELP = """\
+Turn this node's pods (Katalyst QoS annotations) and the reclaim plan into cgroup settings:
+a reserve pool for system pods, exclusive whole cores for dedicated pods (NUMA-bound when asked),
+a share pool sized by the shared pods' (forecast) demand, and a reclaim pool for batch pods with
+CPU quota, lowest weight and a memory cap. Writes only what differs (old -> new in the log),
+checkpoints the allocation, and evicts reclaimed pods first under memory pressure (dry-run unless
+--evict). With --once it reconciles one time and prints the plan; otherwise it loops.
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("enforce", help="node agent: enforce QoS pools, NUMA binding and memory caps on cgroups",
+                       description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--once", action="store_true", help="reconcile one time, print the plan and exit")
+    p.add_argument("--dry-run", action="store_true", default=None,
+                   help="write nothing (cgroups, checkpoint, evictions): print the diff instead")
+    p.add_argument("--node", help="this node's name (default: settings enforcer.node, then $NODE_NAME)")
+    p.add_argument("--pods-from", choices=["kubelet", "api", "file"],
+                   help="where the pods come from (default kubelet: GET <kubelet-url>/pods)")
+    p.add_argument("--pods", metavar="FILE", help="with --pods-from file: a PodList, list of pods or pod (JSON/YAML)")
+    p.add_argument("--kubelet-url", help="default https://127.0.0.1:10250")
+    p.add_argument("--kubelet-ca", metavar="FILE", help="CA bundle for the kubelet's serving certificate")
+    p.add_argument("--kubeconfig", metavar="FILE", help="for --pods-from api and evictions outside a cluster")
+    p.add_argument("--sysfs-root", metavar="DIR", help="folder that holds /sys (default /sys)")
+    p.add_argument("--cgroup-root", metavar="DIR", help="cgroup mount (default /sys/fs/cgroup)")
+    p.add_argument("--cgroup-driver", choices=["cgroupfs", "systemd"], help="the kubelet's cgroup driver (default cgroupfs)")
+    p.add_argument("--cgroup-version", choices=["1", "2", "auto"], help="default auto: 2 when the root is unified")
+    p.add_argument("--cgroup-parent", metavar="PATH", help="folder under each hierarchy holding kubepods (default none)")
+    p.add_argument("--proc-root", metavar="DIR", help="default /proc (oom_score_adj, meminfo, PSI)")
+    p.add_argument("--reclaim-plan", metavar="FILE", help="the serving loop's ReclaimPlan JSON for this node")
+    p.add_argument("--checkpoint", metavar="FILE", help="default /var/lib/tidewise/enforcer-checkpoint.json")
+    p.add_argument("--plan-out", metavar="FILE", help="write the plan, diff and evictions as JSON (atomically)")
+    p.add_argument("--interval", type=float, metavar="SECONDS", help="reconcile period (default 5)")
+    p.add_argument("--evict", action="store_true", default=None,
+                   help="really evict under memory pressure (default: Eviction API with dryRun=All)")
+    p.add_argument("--no-eviction", action="store_true", help="do not check memory pressure at all")
+    p.set_defaults(func=run)
+
+
+def _fmt_bytes(v: int | None) -> str:
+    return "-" if v is None else f"{v / 2**30:.1f}Gi" if v >= 2**30 else f"{v // 2**20}Mi"
+
+
+def render(node: str, topo_summary: str, res, dry_run: bool) -> str:  # noqa: ANN001 — ReconcileResult
+    from node_enforcer.topology import format_cpulist
+
+    a = res.allocation
+    lines = [f"node {node}: {topo_summary}"]
+    lines.append("pools: " + ", ".join(f"{k} {format_cpulist(v) or '-'} ({len(v)})"
+                                       for k, v in (("reserve", a.pools["reserve"]), ("share", a.pools["share"]),
+                                                    ("reclaim", a.pools["reclaim"]))))
+    rows = [("POD", "QOS", "POOL", "CPUS", "MEMS", "QUOTA", "MEM MAX", "OOM ADJ")]
+    for p in a.pods:
+        rows.append((p.key, p.qos, p.pool, format_cpulist(p.cpus), format_cpulist(p.mems),
+                     "-" if p.cpu_quota_millis is None else f"{p.cpu_quota_millis}m", _fmt_bytes(p.memory_max_bytes),
+                     "-" if p.oom_score_adj is None else str(p.oom_score_adj)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    for r in a.refused:
+        lines.append(f"refused {r.key}: {r.reason}")
+    for pod, problem in a.problems:
+        lines.append(f"malformed annotation on {pod} (treated as shared_cores): {problem}")
+    for n in a.notes:
+        lines.append(f"note: {n}")
+    rep = res.report
+    verb = "would write" if dry_run else "wrote"
+    lines.append(f"{verb} {len(rep.changes)} value(s)" + (":" if rep.changes else " (nothing differs)"))
+    lines += [f"  {c}" for c in rep.changes]
+    for m in rep.missing:
+        lines.append(f"no cgroup yet for {m} (not started, or another --cgroup-driver/--cgroup-parent)")
+    for u in rep.unsupported:
+        lines.append(f"unsupported here: {u}")
+    for e in rep.errors:
+        lines.append(f"error: {e}")
+    for ev in res.evictions:
+        lines.append(f"{'dry-run ' if ev.dry_run else ''}evict {ev.pod}: {ev.reason} -> {ev.result}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from node_enforcer.agent import Agent, EnforcerSettings, reclaim_loader
+    from node_enforcer.cgroups import make_driver
+    from node_enforcer.eviction import Evictor
+    from node_enforcer.pods import KubeletPods, read_pods_file
+    from node_enforcer.topology import read_topology
+    from node_enforcer.writers import DryRunWriter, FileWriter
+    from predictor.atomic import write_text_atomic
+    from predictor.errors import InputError
+    from tidewise.config import settings_from
+
+    version = None if args.cgroup_version in (None, "auto") else int(args.cgroup_version)
+    s = settings_from(
+        EnforcerSettings, (args.settings or {}).get("enforcer"), "enforcer",
+        node=args.node, pods_from=args.pods_from, pods_file=args.pods, kubelet_url=args.kubelet_url,
+        kubelet_ca=args.kubelet_ca, sysfs_root=args.sysfs_root, cgroup_root=args.cgroup_root,
+        cgroup_driver=args.cgroup_driver, cgroup_version=version, cgroup_parent=args.cgroup_parent,
+        proc_root=args.proc_root, checkpoint=args.checkpoint, reclaim_plan=args.reclaim_plan,
+        interval_seconds=args.interval, dry_run=args.dry_run, evict=args.evict,
+        eviction_enabled=False if args.no_eviction else None,
+    )
+    node = s.node or os.environ.get("NODE_NAME", "")
+    if not node:
+        raise InputError("--node is required (or settings enforcer.node, or $NODE_NAME)")
+    if s.pods_from not in ("kubelet", "api", "file"):
+        raise InputError(f"enforcer.pods_from {s.pods_from!r}: use kubelet, api or file")
+    if s.cgroup_version not in (0, 1, 2):
+        raise InputError(f"enforcer.cgroup_version {s.cgroup_version!r}: use 1, 2 or 0 (detect)")
+    if s.pods_from == "file" and not s.pods_file:
+        raise InputError("--pods-from file needs --pods FILE")
+    if not os.path.isdir(s.cgroup_root):
+        raise InputError(f"--cgroup-root {s.cgroup_root}: no such folder")
+    topo = read_topology(s.sysfs_root)
+    try:
+        driver = make_driver(s.cgroup_root, s.cgroup_driver, s.cgroup_version or None, s.cgroup_parent)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    kube = None
+    if s.pods_from == "api" or (s.eviction_enabled and s.pods_from != "file"):
+        from node_enforcer.kube import KubeApi
+
+        kube = KubeApi(kubeconfig=args.kubeconfig)
+    if s.pods_from == "file":
+        pods_file = s.pods_file or ""
+        read_pods_file(pods_file, node)  # fail now, with exit 2, on a bad file
+        list_pods = lambda: read_pods_file(pods_file, node)  # noqa: E731
+    elif s.pods_from == "api":
+        list_pods = lambda: kube.list_node_pods(node)  # type: ignore[union-attr]  # noqa: E731
+    else:
+        list_pods = lambda: KubeletPods(s.kubelet_url, verify=s.kubelet_ca or True).list(node)  # noqa: E731
+    if s.reclaim_plan:
+        from node_enforcer.reclaim import load_reclaim_plan
+
+        load_reclaim_plan(s.reclaim_plan, node)  # fail now on a bad file; later passes only warn
+    writer = DryRunWriter() if s.dry_run else FileWriter()
+    ev_settings = s.eviction()
+    if s.dry_run:
+        ev_settings = type(ev_settings)(**{**ev_settings.__dict__, "dry_run": True})
+    evictor = Evictor(ev_settings, kube) if s.eviction_enabled else None
+    agent = Agent(s, topo, list_pods, driver, writer, reclaim_loader(s.reclaim_plan, node), evictor)
+    if not args.once:
+        print(f"tidewise enforce: node {node}, {topo.summary()}, cgroup v{driver.version} ({s.cgroup_driver}) "
+              f"at {s.cgroup_root}, every {s.interval_seconds:g} s{' (dry-run)' if s.dry_run else ''}",
+              file=sys.stderr)
+        agent.run()
+        return 0
+    res = agent.reconcile_once()
+    if res.error or res.allocation is None:
+        from predictor.errors import TidewiseError
+
+        raise TidewiseError(res.error or "reconcile failed")
+    print(render(node, topo.summary(), res, bool(s.dry_run)))
+    if args.plan_out:
+        doc = {"node": node, "topology": topo.summary(), "cgroup_version": driver.version,
+               "dry_run": bool(s.dry_run), "allocation": res.allocation.to_dict(),
+               "changes": [{"path": c.path, "old": c.old, "new": c.new} for c in res.report.changes],
+               "missing": res.report.missing, "unsupported": res.report.unsupported, "errors": res.report.errors,
+               "evictions": [ev.__dict__ for ev in res.evictions],
+               "timings_ms": {k: round(v * 1000, 3) for k, v in res.timings.items()}}
+        write_text_atomic(args.plan_out, json.dumps(doc, indent=1) + "\n")
+        print(f"plan written to {args.plan_out}", file=sys.stderr)
+    return 1 if res.report.errors else 0
