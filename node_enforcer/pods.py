@@ -151,7 +151,7 @@ def pods_from_objects(objs: Any, node: str | None = None) -> list[Pod]:
     for obj in objs:
         try:
             pod = pod_from_object(obj)
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, OverflowError) as exc:
             name = (obj.get("metadata") or {}).get("name", "?") if isinstance(obj, Mapping) else "?"
             log.warning("skipping pod %s: %s", name, exc, extra={"pod": name})
             continue

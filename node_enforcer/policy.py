@@ -299,10 +299,10 @@ def plan(
     if reclaim is not None and reclaim.shared_demand_millicpu is not None:
         demand = max(demand, int(reclaim.shared_demand_millicpu))
     share, reclaim_pool = planner.reclaim(demand, reclaim)
-    notes = list(planner.notes)
+    plan_notes = list(planner.notes)
     if not share:
         share = reserve
-        notes.append("no core left for the share pool: shared pods run on the reserve pool")
+        plan_notes.append("no core left for the share pool: shared pods run on the reserve pool")
     reclaimed_cpus = reclaim_pool or share  # floor 0 and no room: batch runs on the share pool at weight 1
 
     out: list[PodAllocation] = []
@@ -350,4 +350,4 @@ def plan(
                                      oom_score_adj=oom, notes=tuple(notes)))
     pools = {"reserve": reserve, "share": share, "reclaim": reclaim_pool}
     return CpuAllocation(pools=pools, dedicated=dedicated, pods=tuple(out), refused=tuple(refused),
-                         problems=problems, notes=tuple(notes))
+                         problems=problems, notes=tuple(plan_notes))
