@@ -16,6 +16,7 @@ COMMANDS = [
     "forecast",
     "profile",
     "demo",
+    "serve",
     "enforce",
 ]
 
@@ -51,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if args.verbose < 2:
+        # retries are reported by our own error line; urllib3's per-retry warnings are noise
+        logging.getLogger("urllib3").setLevel(logging.ERROR)
     from predictor.errors import InputError, TidewiseError
     from tidewise.config import load_config
 

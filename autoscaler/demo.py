@@ -1,0 +1,112 @@
+"""The demo cluster as Kubernetes objects, and one offline run of the loop over it.
+
+`write_demo_outputs(cluster, history, out_dir)` writes `out_dir/cluster-state.yaml` (Nodes,
+Deployments/StatefulSets, Pods, HPAs autoscaling/v2, VPAs naming `tidewise` in spec.recommenders)
+and `out_dir/recommendations/` (the file sink's output of one run). `tidewise demo` calls it.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from autoscaler.quantity import cores_to_millicpu, format_bytes, format_millicpu
+from autoscaler.settings import ServeSettings
+from predictor.atomic import write_text_atomic
+from predictor.history import History, history_from_frame
+from predictor.sources.synthetic import SyntheticCluster, Workload
+
+GIB = 2**30
+
+
+def _container(w: Workload) -> dict[str, Any]:
+    return {"name": w.container, "image": f"registry.example/{w.name}:1.0",
+            "resources": {"requests": {"cpu": format_millicpu(cores_to_millicpu(w.cpu_request)),
+                                       "memory": format_bytes(int(w.memory_request))}}}
+
+
+def _has_hpa(w: Workload) -> bool:
+    # tidal and bursty Deployments scale out; the others are sized vertically only
+    return w.kind == "Deployment" and w.shape in ("tidal", "bursty")
+
+
+def cluster_objects(cluster: SyntheticCluster, recommender: str = "tidewise") -> list[dict[str, Any]]:
+    """Every object of the demo cluster, in API form."""
+    objs: list[dict[str, Any]] = []
+    for n in cluster.nodes:
+        cap = {"cpu": str(n.cpu_cores), "memory": format_bytes(n.memory_bytes), "pods": "110"}
+        alloc = {"cpu": format_millicpu(n.cpu_cores * 1000 - 500), "memory": format_bytes(n.memory_bytes - 2 * GIB),
+                 "pods": "110"}
+        objs.append({"apiVersion": "v1", "kind": "Node",
+                     "metadata": {"name": n.name, "labels": {"kubernetes.io/hostname": n.name},
+                                  "annotations": {"tidewise.io/numa-nodes": str(n.numa_nodes)}},
+                     "status": {"capacity": cap, "allocatable": alloc}})
+    for w in cluster.workloads:
+        labels = {"app": w.name}
+        template = {"metadata": {"labels": labels}, "spec": {"containers": [_container(w)]}}
+        spec: dict[str, Any] = {"replicas": w.replicas, "selector": {"matchLabels": labels}, "template": template}
+        if w.kind == "StatefulSet":
+            spec["serviceName"] = w.name
+        objs.append({"apiVersion": "apps/v1", "kind": w.kind, "metadata": {"name": w.name, "namespace": w.namespace,
+                     "labels": labels}, "spec": spec})
+        for pod, node in zip(w.pod_names(), w.nodes):
+            objs.append({"apiVersion": "v1", "kind": "Pod",
+                         "metadata": {"name": pod, "namespace": w.namespace, "labels": labels,
+                                      "annotations": {"katalyst.kubewharf.io/qos_level": "shared_cores"}},
+                         "spec": {"nodeName": node, "containers": [_container(w)]},
+                         "status": {"phase": "Running"}})
+        ref = {"apiVersion": "apps/v1", "kind": w.kind, "name": w.name}
+        vpa_spec: dict[str, Any] = {"targetRef": ref, "recommenders": [{"name": recommender}],
+                                    "updatePolicy": {"updateMode": "Off"}}
+        if _has_hpa(w):
+            # an HPA on CPU and a VPA on CPU fight; the VPA sizes memory only
+            vpa_spec["resourcePolicy"] = {"containerPolicies": [{"containerName": "*", "controlledResources": ["memory"]}]}
+            objs.append({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                         "metadata": {"name": w.name, "namespace": w.namespace},
+                         # minReplicas 1: the user's floor; Tidewise raises it ahead of each peak
+                         "spec": {"scaleTargetRef": ref, "minReplicas": 1, "maxReplicas": w.replicas * 4,
+                                  "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                                      "type": "Utilization", "averageUtilization": 70}}}]}})
+        else:
+            vpa_spec["resourcePolicy"] = {"containerPolicies": [{"containerName": "*",
+                                                                 "minAllowed": {"cpu": "50m", "memory": "64Mi"},
+                                                                 "maxAllowed": {"cpu": "16", "memory": "64Gi"}}]}
+        objs.append({"apiVersion": "autoscaling.k8s.io/v1", "kind": "VerticalPodAutoscaler",
+                     "metadata": {"name": w.name, "namespace": w.namespace}, "spec": vpa_spec})
+    return objs
+
+
+class MemorySource:
+    """A History already in memory, as a HistorySource."""
+
+    name = "memory"
+
+    def __init__(self, history: History):
+        self.history = history
+
+    def fetch(self, start: pd.Timestamp | None, end: pd.Timestamp | None, step: pd.Timedelta) -> History:
+        return self.history.window(start, end) if (start is not None or end is not None) else self.history
+
+
+def write_demo_outputs(cluster: SyntheticCluster, history: History | pd.DataFrame, out_dir: str,
+                       settings: ServeSettings | None = None) -> dict[str, Any]:
+    """Write cluster-state.yaml and recommendations/ under out_dir; return paths and the run summary."""
+    from autoscaler.input.cluster import FileCluster
+    from autoscaler.output.sinks import FileSink
+    from autoscaler.routines.loop import ServingLoop
+
+    settings = settings or ServeSettings()
+    if isinstance(history, pd.DataFrame):
+        history = history_from_frame(history, pd.Timedelta(settings.loop.step), "demo")
+    os.makedirs(out_dir, exist_ok=True)
+    state_path = os.path.join(out_dir, "cluster-state.yaml")
+    doc = {"apiVersion": "v1", "kind": "List", "items": cluster_objects(cluster, settings.vpa.recommender_name)}
+    write_text_atomic(state_path, yaml.safe_dump(doc, sort_keys=False))
+    rec_dir = os.path.join(out_dir, "recommendations")
+    sink = FileSink(rec_dir)
+    loop = ServingLoop(settings, MemorySource(history), FileCluster(state_path), sink)
+    rep = loop.run_once()
+    return {"cluster_state": state_path, "recommendations": rec_dir, "files": sorted(sink.written.values()),
+            "outcome": rep.outcome, "summary": rep.summary()}

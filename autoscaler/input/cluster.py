@@ -1,0 +1,77 @@
+"""Read the cluster: from the API through `Kube`, or from a YAML file (`--cluster-state`).
+
+The file is what `kubectl get vpa,hpa,deploy,sts,pods,nodes -A -o yaml` prints (a `List` with
+`items`), or a multi-document YAML of objects, or a plain YAML list of objects.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from autoscaler.kube import Kube, NotFound
+from autoscaler.model.cluster import ClusterState
+from predictor.errors import InputError
+
+log = logging.getLogger(__name__)
+
+
+def parse_objects(docs: list[Any], source: str) -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = []
+    for doc in docs:
+        if doc is None:
+            continue
+        if isinstance(doc, list):
+            objects.extend(doc)
+        elif isinstance(doc, dict) and isinstance(doc.get("items"), list):
+            objects.extend(doc["items"])
+        elif isinstance(doc, dict):
+            objects.append(doc)
+        else:
+            raise InputError(f"cluster state {source}: a document is a {type(doc).__name__}, expected objects or a List")
+    return objects
+
+
+def load_cluster_state(path: str) -> ClusterState:
+    if not os.path.exists(path):
+        raise InputError(f"--cluster-state {path}: no such file")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            docs = list(yaml.safe_load_all(fh))
+    except yaml.YAMLError as exc:
+        raise InputError(f"--cluster-state {path} is not valid YAML: {exc}") from exc
+    state = ClusterState.from_objects(parse_objects(docs, path))
+    for why in state.skipped:
+        log.warning("cluster state %s: %s", path, why)
+    return state
+
+
+@dataclass
+class FileCluster:
+    """The cluster as a file says it is; read again on every run (so a GitOps checkout can move)."""
+
+    path: str
+
+    def read(self) -> ClusterState:
+        return load_cluster_state(self.path)
+
+
+@dataclass
+class ApiCluster:
+    """The cluster as the API server says it is. A missing VPA CRD means no VPAs, not an error."""
+
+    kube: Kube
+
+    def read(self) -> ClusterState:
+        objects: list[dict[str, Any]] = []
+        try:
+            objects += self.kube.list_vpas()
+        except NotFound:
+            log.warning("the VerticalPodAutoscaler CRD is not installed: no VPA recommendations this run")
+        for lister in (self.kube.list_hpas, self.kube.list_deployments, self.kube.list_statefulsets,
+                       self.kube.list_pods, self.kube.list_nodes):
+            objects += lister()
+        return ClusterState.from_objects(objects)

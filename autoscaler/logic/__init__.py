@@ -1,0 +1,1 @@
+"""Pure estimators: forecasts and cluster facts in, decisions (dataclasses) out. No I/O."""

@@ -1,0 +1,175 @@
+"""Predictive HPA: replicas(t) = ceil(forecast_q(t + lead) / target-per-replica), applied as the
+HPA's minReplicas ahead of a peak; and the reactive Kubernetes HPA, simulated, as the reference.
+
+The HPA keeps scaling reactively above the floor Tidewise sets: the replicas that serve are
+max(minReplicas, what the HPA's own rule asks for), capped at maxReplicas.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from autoscaler.quantity import to_units
+
+
+def replicas_needed(demand: np.ndarray, per_replica: float) -> np.ndarray:
+    """ceil(demand / per_replica), at least 1; NaN demand -> ValueError (no decision from NaN)."""
+    if per_replica <= 0 or not math.isfinite(per_replica):
+        raise ValueError(f"target per replica {per_replica!r} must be a positive number")
+    d = np.asarray(demand, dtype=float)
+    if not np.all(np.isfinite(d)):
+        raise ValueError(f"{int(np.sum(~np.isfinite(d)))} non-finite forecast values")
+    # 1e-9 absorbs float noise: a demand of exactly 3 targets is 3 replicas, not 4
+    return np.maximum(1, np.ceil(np.maximum(d, 0.0) / per_replica - 1e-9)).astype(int)
+
+
+def predictive_min_replicas(demand_q: np.ndarray, step: pd.Timedelta, lead: pd.Timedelta,
+                            look_ahead: pd.Timedelta, per_replica: float) -> tuple[int, np.ndarray]:
+    """(replicas to have ready now, replicas(t) over the forecast), `demand_q[i]` being the forecast
+    for origin + i*step. Replicas asked for now serve after `lead`, so the floor set now must carry
+    the peak of [now + lead, now + lead + look_ahead]; the next run covers what follows."""
+    timeline = replicas_needed(demand_q, per_replica)
+    first = int(lead // step)
+    span = max(1, int(math.ceil(look_ahead / step)))
+    window = timeline[first: first + span + 1]
+    if len(window) == 0:
+        raise ValueError(f"forecast of {len(timeline)} steps does not reach now + lead ({lead})")
+    return int(window.max()), timeline
+
+
+@dataclass
+class Stabilizer:
+    """Scale-down stabilisation: a floor falls only to the highest wish of the last `window`
+    (raises are immediate). One per HPA, kept across runs."""
+
+    window: pd.Timedelta
+    wishes: list[tuple[pd.Timestamp, int]] = field(default_factory=list)
+
+    def apply(self, now: pd.Timestamp, wish: int) -> int:
+        self.wishes = [(t, w) for t, w in self.wishes if now - t < self.window]
+        self.wishes.append((now, wish))
+        return max(w for _, w in self.wishes)
+
+
+class MalformedHpa(ValueError):
+    """The HPA cannot be served (no maxReplicas, min > max, no scaleTargetRef, unusable metrics)."""
+
+
+@dataclass
+class HpaTarget:
+    """What one replica should carry, from the HPA's own metric."""
+
+    resource: str  # cpu or memory
+    per_replica_units: float  # millicpu or bytes one replica should carry at the target
+    describe: str
+
+
+def parse_hpa(hpa: dict[str, Any]) -> tuple[str, str, int, int]:
+    """(target kind, target name, minReplicas, maxReplicas) of an autoscaling/v2 HPA, or MalformedHpa."""
+    spec = hpa.get("spec")
+    if not isinstance(spec, dict):
+        raise MalformedHpa("no spec")
+    ref = spec.get("scaleTargetRef") or {}
+    if not ref.get("kind") or not ref.get("name"):
+        raise MalformedHpa("spec.scaleTargetRef needs kind and name")
+    mx = spec.get("maxReplicas")
+    if not isinstance(mx, int) or isinstance(mx, bool) or mx < 1:
+        raise MalformedHpa(f"spec.maxReplicas {mx!r} is not a positive integer")
+    mn = spec.get("minReplicas", 1)
+    if not isinstance(mn, int) or isinstance(mn, bool) or mn < 1:
+        raise MalformedHpa(f"spec.minReplicas {mn!r} is not a positive integer")
+    if mn > mx:
+        raise MalformedHpa(f"spec.minReplicas {mn} > maxReplicas {mx}")
+    return ref["kind"], ref["name"], mn, mx
+
+
+def hpa_target(hpa: dict[str, Any], pod_requests: dict[str, int], default_utilization: float) -> HpaTarget:
+    """Per-replica capacity from the first Resource metric (cpu or memory) of the HPA.
+
+    Utilization U% of a pod request R -> U/100 x R per replica; AverageValue V -> V per replica.
+    `pod_requests` is the pod's total request per resource, in units."""
+    metrics = (hpa.get("spec") or {}).get("metrics") or [
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization",
+                                                                    "averageUtilization": int(default_utilization * 100)}}}]
+    for m in metrics:
+        if not isinstance(m, dict) or m.get("type") != "Resource":
+            continue
+        res = m.get("resource") or {}
+        name, target = res.get("name"), res.get("target") or {}
+        if name not in ("cpu", "memory"):
+            continue
+        kind = target.get("type")
+        try:
+            if kind == "Utilization":
+                u = target.get("averageUtilization")
+                if not isinstance(u, int) or u <= 0:
+                    raise MalformedHpa(f"metric {name}: averageUtilization {u!r} is not a positive integer")
+                req = pod_requests.get(name)
+                if not req:
+                    raise MalformedHpa(f"metric {name}: Utilization target but the pods request no {name}")
+                return HpaTarget(name, u / 100.0 * req, f"{u}% of the pod's {name} request")
+            if kind == "AverageValue":
+                v = to_units(name, target.get("averageValue"))
+                if v <= 0:
+                    raise MalformedHpa(f"metric {name}: averageValue must be positive")
+                return HpaTarget(name, float(v), f"averageValue {target.get('averageValue')}")
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, MalformedHpa):
+                raise
+            raise MalformedHpa(f"metric {name}: {exc}") from exc
+        raise MalformedHpa(f"metric {name}: target type {kind!r} is not Utilization or AverageValue")
+    raise MalformedHpa("no Resource metric on cpu or memory to size replicas by")
+
+
+def simulate_reactive_hpa(demand_1min: np.ndarray, per: float, r0: int, *, target_utilization: float = 0.7,
+                          tolerance: float = 0.1, stabilization_minutes: int = 5, startup_minutes: int = 2,
+                          min_replicas: np.ndarray | None = None, max_replicas: int | None = None) -> np.ndarray:
+    """The Kubernetes HPA rule minute by minute: desired = ceil(ready x util / target) outside the
+    tolerance, on the demand seen one minute earlier; scale-down only to the highest desire of the
+    last `stabilization_minutes`; new pods serve after `startup_minutes`. `min_replicas[i]` is the
+    floor in force at minute i (a predictive minReplicas); returns the serving replicas per minute.
+    With no floor this is the reference scorer's reactive HPA (shared/eval/bench_decisions.py)."""
+    n = len(demand_1min)
+    desired: list[int] = []
+    serving = np.empty(n)
+    replicas = r0
+    live = r0
+    pending: list[tuple[int, int]] = []
+    for i in range(n):
+        arrived = sum(c for t, c in pending if t <= i)
+        if arrived:
+            live += arrived
+            pending = [p for p in pending if p[0] > i]
+        serving[i] = live
+        seen = demand_1min[i - 1] if i else demand_1min[0]
+        util = seen / (max(live, 1) * per)
+        if np.isnan(util) or abs(util / target_utilization - 1) <= tolerance:
+            want = replicas
+        else:
+            want = max(1, int(np.ceil(live * util / target_utilization)))
+        desired.append(want)
+        target = max(desired[-stabilization_minutes:]) if want < replicas else want
+        if min_replicas is not None:
+            target = max(target, int(min_replicas[i]))
+        if max_replicas is not None:
+            target = min(target, max_replicas)
+        if target > replicas:
+            pending.append((i + startup_minutes, target - replicas))
+        elif target < replicas:
+            live -= replicas - target  # as the reference scorer does (it does not cancel pending pods)
+        replicas = target
+    return serving
+
+
+def hpa_scores(demand_1min: np.ndarray, serving: np.ndarray, per: float, target_utilization: float = 0.7,
+               tolerance: float = 0.1) -> tuple[float, float]:
+    """(mean serving replicas, share of minutes with utilisation above target x (1 + tolerance))."""
+    ok = ~np.isnan(demand_1min)
+    over = demand_1min[ok] / (np.maximum(serving[ok], 1) * per) > target_utilization * (1 + tolerance)
+    return float(np.mean(serving[ok])), float(np.mean(over))
+
+

@@ -1,0 +1,142 @@
+"""`/metrics`, `/healthz` and `/readyz` on one port, with prometheus-client.
+
+Every metric lives in the `CollectorRegistry` handed in (a fresh one per loop and per test; nothing
+is created at import time). After a frozen run the gauges keep the last good decisions: an HPA that
+reads `tidewise_predicted_replicas` through Prometheus Adapter or KEDA never sees a value derived
+from stale data.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from predictor.types import quantile_column
+
+log = logging.getLogger(__name__)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.time):
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.clock = clock
+        self.predicted_replicas = Gauge("tidewise_predicted_replicas",
+                                        "Replicas the forecast needs at now + pod start-up (before bounds)",
+                                        ["namespace", "hpa", "kind", "workload"], registry=r)
+        self.min_replicas = Gauge("tidewise_min_replicas", "minReplicas Tidewise sets on the HPA",
+                                  ["namespace", "hpa"], registry=r)
+        self.forecast = Gauge("tidewise_forecast",
+                              "Forecast of a workload series at now + the HPA lead (cores for cpu, bytes for memory)",
+                              ["namespace", "kind", "workload", "container", "resource", "quantile"], registry=r)
+        self.vpa_target = Gauge("tidewise_vpa_target", "Recommended per-pod request (millicpu or bytes)",
+                                ["namespace", "vpa", "container", "resource"], registry=r)
+        self.reclaimed_millicpu = Gauge("tidewise_reclaimed_millicpu", "Reclaimable CPU published per node",
+                                        ["node"], registry=r)
+        self.reclaimed_memory = Gauge("tidewise_reclaimed_memory_bytes", "Reclaimable memory published per node",
+                                      ["node"], registry=r)
+        self.step_seconds = Gauge("tidewise_step_seconds", "Duration of each step of the last run", ["step"], registry=r)
+        self.runs = Counter("tidewise_runs", "Runs by outcome (ok, frozen, killed)", ["outcome"], registry=r)
+        self.writes = Counter("tidewise_writes", "Writes by outcome (written, dry-run, not-found, forbidden, ...)",
+                              ["outcome"], registry=r)
+        self.skipped = Gauge("tidewise_skipped", "Objects and series without a decision in the last run", registry=r)
+        self.last_success = Gauge("tidewise_last_success_timestamp_seconds", "Wall time of the last good run",
+                                  registry=r)
+        self.last_run_ok: bool | None = None
+        self.last_run_wall: float | None = None
+
+    def observe(self, rep: Any, forecasts: dict[str, Any], hpa_series: dict[str, Any], lead_steps: int = 0) -> None:
+        """Export one run. Decision gauges are replaced only by a good run."""
+        self.runs.labels(rep.outcome).inc()
+        for s in rep.steps:
+            self.step_seconds.labels(s.name).set(s.seconds)
+        for r in rep.results:
+            self.writes.labels(r.outcome).inc()
+        self.skipped.set(len(rep.skipped))
+        self.last_run_wall = self.clock()
+        self.last_run_ok = rep.outcome != "frozen"
+        if rep.outcome == "frozen":
+            return
+        self.last_success.set(self.last_run_wall)
+        for g in (self.predicted_replicas, self.min_replicas, self.forecast, self.vpa_target,
+                  self.reclaimed_millicpu, self.reclaimed_memory):
+            g.clear()
+        for d in rep.hpa:
+            kind, target = hpa_series.get(f"{d.namespace}/{d.name}", ("", ""))[:2]
+            self.predicted_replicas.labels(d.namespace, d.name, kind, target).set(d.predicted)
+            self.min_replicas.labels(d.namespace, d.name).set(d.min_replicas)
+        for d in rep.vpa:
+            for c in d.containers:
+                for res, rec in c.resources.items():
+                    self.vpa_target.labels(d.namespace, d.name, c.container, res).set(rec.target)
+        for p in rep.reclaim:
+            self.reclaimed_millicpu.labels(p.node).set(p.reclaimed_millicpu)
+            self.reclaimed_memory.labels(p.node).set(p.reclaimed_memory_bytes)
+        for sid, fc in forecasts.items():
+            parts = sid.split("/")
+            if len(parts) != 5 or len(fc.values) == 0:
+                continue
+            row = fc.values[min(lead_steps, len(fc.values) - 1)]
+            for j, q in enumerate(fc.quantiles):
+                self.forecast.labels(*parts, quantile_column(q)[1:]).set(float(row[j]))
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class HealthServer:
+    """One HTTP port: /metrics, /healthz (the process loop is alive), /readyz (a run succeeded
+    recently and this replica may act: it leads, or there is no election)."""
+
+    def __init__(self, metrics: Metrics, host: str = "0.0.0.0", port: int = 8080,
+                 live: Callable[[], bool] = lambda: True, ready: Callable[[], bool] = lambda: True):
+        self.metrics = metrics
+        self.live = live
+        self.ready = ready
+        handler = self._handler()
+        self.httpd = ThreadingHTTPServer((host, port), handler)
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="tidewise-http", daemon=True)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                path = self.path.split("?")[0]
+                if path == "/metrics":
+                    self._send(200, server.metrics.exposition(), CONTENT_TYPE_LATEST)
+                elif path == "/healthz":
+                    ok = server.live()
+                    self._send(200 if ok else 503, b"ok\n" if ok else b"loop stalled\n")
+                elif path == "/readyz":
+                    ok = server.ready()
+                    self._send(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
+                else:
+                    self._send(404, b"not found\n")
+
+            def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, fmt: str, *args: Any) -> None:
+                log.debug("http: " + fmt, *args)
+
+        return Handler
+
+    def start(self) -> "HealthServer":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)

@@ -1,0 +1,1 @@
+"""State: the cluster as read (`cluster`) and the decisions made (`decisions`)."""

@@ -1,0 +1,77 @@
+"""What a run decides, with the reason for each number (DESIGN.md, "Recommendation").
+
+Units are exact integers: millicpu for cpu, bytes for memory; replica counts are integers.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Reason:
+    """The forecast, quantile, margin and guardrails that produced one number."""
+
+    model: str  # forecaster that made the forecast (and registry version when there is one)
+    quantile: float
+    margin: float
+    window: str  # the forecast window whose maximum was taken
+    raw: int  # the value before floors, policy and guardrails, in units
+    steps: list[str] = field(default_factory=list)  # each floor/cap/guardrail that moved the number
+
+    def summary(self) -> str:
+        text = f"q{self.quantile:g} of {self.model} over {self.window} +{self.margin:.0%} = {self.raw}"
+        return text + (f"; {'; '.join(self.steps)}" if self.steps else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ResourceRecommendation:
+    resource: str  # cpu or memory
+    target: int
+    lower: int
+    upper: int
+    uncapped: int  # target before the VPA's minAllowed/maxAllowed
+    reason: Reason
+    floor: int = 0  # the lowest target allowed (stock minimum, memory peak of the last day)
+
+
+@dataclass
+class ContainerRecommendation:
+    container: str
+    resources: dict[str, ResourceRecommendation]
+
+
+@dataclass
+class VpaDecision:
+    namespace: str
+    name: str  # the VPA object
+    target_kind: str
+    target_name: str
+    replicas: int
+    containers: list[ContainerRecommendation]
+
+    @property
+    def key(self) -> str:
+        return f"VerticalPodAutoscaler/{self.namespace}/{self.name}"
+
+    def reasons(self) -> dict[str, dict[str, str]]:
+        return {c.container: {r: rec.reason.summary() for r, rec in c.resources.items()} for c in self.containers}
+
+
+@dataclass
+class HpaDecision:
+    namespace: str
+    name: str  # the HPA object
+    min_replicas: int  # to set now
+    user_min_replicas: int  # the floor the user configured (kept in an annotation)
+    max_replicas: int
+    predicted: int  # replicas needed at now + lead (before stabilisation and bounds)
+    timeline: list[tuple[str, int]]  # (ISO time, replicas(t)) over the forecast
+    reason: Reason
+
+    @property
+    def key(self) -> str:
+        return f"HorizontalPodAutoscaler/{self.namespace}/{self.name}"

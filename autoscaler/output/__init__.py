@@ -1,0 +1,1 @@
+"""What a run writes: the objects and patches (`objects`) and where they go (`sinks`)."""

@@ -1,0 +1,174 @@
+"""Decisions -> Kubernetes objects and patches, as the published schemas describe them.
+
+Each `Change` carries both forms: `obj`, the whole object as it is after the write (what the file
+sink writes for GitOps review and what the tests validate), and `patch`, the body the API sink
+sends (a merge patch, to the status subresource where the kind has one).
+"""
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from autoscaler.model.cluster import Obj, meta
+from autoscaler.model.decisions import HpaDecision, VpaDecision
+from autoscaler.quantity import format_units
+from autoscaler.settings import ReclaimSettings
+from predictor.types import ReclaimPlan
+
+ANNOTATION_USER_MIN = "tidewise.io/user-min-replicas"
+ANNOTATION_REASON = "tidewise.io/reason"
+CONDITION_REASON = "TidewiseForecast"
+MAX_MESSAGE = 1000  # condition messages stay readable in `kubectl describe`
+
+
+@dataclass
+class Change:
+    kind: str
+    api_version: str
+    namespace: str | None
+    name: str
+    obj: Obj
+    patch: dict[str, Any]
+    subresource: str | None = None  # "status" when written through the status subresource
+    safe_direction: bool = False  # a change that must never wait for a cool-down
+    reasons: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}" if self.namespace else f"{self.kind}/{self.name}"
+
+
+def _recommendation(decision: VpaDecision, field_names: tuple[str, str, str, str]) -> list[dict[str, Any]]:
+    target, lower, upper, uncapped = field_names
+    out = []
+    for c in decision.containers:
+        rec: dict[str, Any] = {"containerName": c.container}
+        for name, attr in ((target, "target"), (lower, "lower"), (upper, "upper"), (uncapped, "uncapped")):
+            if name:
+                rec[name] = {r: format_units(r, getattr(v, attr)) for r, v in sorted(c.resources.items())}
+        out.append(rec)
+    return out
+
+
+def _message(decision: VpaDecision) -> str:
+    parts = [f"{c}/{r}: {why}" for c, rs in decision.reasons().items() for r, why in rs.items()]
+    return ("; ".join(parts) or "no controlled resource")[:MAX_MESSAGE]
+
+
+def vpa_change(vpa: Obj, decision: VpaDecision, now_iso: str) -> Change | None:
+    """The VPA with its new status.recommendation; None when that recommendation is unchanged."""
+    recs = _recommendation(decision, ("target", "lowerBound", "upperBound", "uncappedTarget"))
+    status = {
+        "recommendation": {"containerRecommendations": recs},
+        "conditions": [{
+            "type": "RecommendationProvided", "status": "True", "lastTransitionTime": now_iso,
+            "reason": CONDITION_REASON, "message": _message(decision),
+        }],
+    }
+    current = ((vpa.get("status") or {}).get("recommendation") or {}).get("containerRecommendations")
+    if current == recs:
+        return None
+    obj = copy.deepcopy(vpa)
+    obj["status"] = status
+    m = meta(vpa)
+    return Change("VerticalPodAutoscaler", vpa.get("apiVersion", "autoscaling.k8s.io/v1"), m.get("namespace"),
+                  m["name"], obj, {"status": status}, subresource="status",
+                  reasons={"containers": decision.reasons(), "replicas": decision.replicas})
+
+
+def resource_recommend_change(vpa: Obj, decision: VpaDecision, recommender: str, now_iso: str) -> Change:
+    """The same recommendation as a Katalyst ResourceRecommend (recommendation.katalyst.kubewharf.io)."""
+    m = meta(vpa)
+    ref = (vpa.get("spec") or {}).get("targetRef") or {}
+    spec = {
+        "targetRef": {"apiVersion": ref.get("apiVersion", "apps/v1"), "kind": ref.get("kind"), "name": ref.get("name")},
+        "resourcePolicy": {
+            "algorithmPolicy": {"recommender": recommender, "algorithm": "forecast"},
+            "containerPolicies": [{"containerName": c.container,
+                                   "controlledResourcesPolicies": [{"resourceName": r} for r in sorted(c.resources)]}
+                                  for c in decision.containers],
+        },
+    }
+    recs = [{"containerName": r["containerName"], "requests": {"target": r["target"]}}
+            for r in _recommendation(decision, ("target", "", "", ""))]
+    status = {
+        "recommendResources": {"containerRecommendations": recs},
+        "lastRecommendationTime": now_iso,
+        "conditions": [{"type": "RecommendationProvided", "status": "True", "lastTransitionTime": now_iso,
+                        "reason": CONDITION_REASON, "message": _message(decision)}],
+    }
+    obj = {"apiVersion": "recommendation.katalyst.kubewharf.io/v1alpha1", "kind": "ResourceRecommend",
+           "metadata": {"name": m["name"], "namespace": m.get("namespace")}, "spec": spec, "status": status}
+    return Change("ResourceRecommend", obj["apiVersion"], m.get("namespace"), m["name"], obj, {"status": status},
+                  subresource="status", reasons={"containers": decision.reasons()})
+
+
+def hpa_change(hpa: Obj, decision: HpaDecision) -> Change | None:
+    """The HPA with the new minReplicas (the user's own floor kept in an annotation); None if unchanged."""
+    spec = hpa.get("spec") or {}
+    if spec.get("minReplicas", 1) == decision.min_replicas:
+        return None
+    m = meta(hpa)
+    annotations = {ANNOTATION_USER_MIN: str(decision.user_min_replicas),
+                   ANNOTATION_REASON: decision.reason.summary()[:MAX_MESSAGE]}
+    obj = copy.deepcopy(hpa)
+    obj["spec"]["minReplicas"] = decision.min_replicas
+    obj.setdefault("metadata", {}).setdefault("annotations", {}).update(annotations)
+    patch: dict[str, Any] = {"metadata": {"annotations": annotations}, "spec": {"minReplicas": decision.min_replicas}}
+    if m.get("resourceVersion"):
+        # optimistic concurrency: a concurrent edit (say, of maxReplicas) makes this a 409, not a lost update
+        patch["metadata"]["resourceVersion"] = m["resourceVersion"]
+    safe = decision.min_replicas > int(spec.get("minReplicas", 1))
+    return Change("HorizontalPodAutoscaler", hpa.get("apiVersion", "autoscaling/v2"), m.get("namespace"), m["name"],
+                  obj, patch, safe_direction=safe,
+                  reasons={"reason": decision.reason.to_dict(), "predicted": decision.predicted,
+                           "timeline": decision.timeline[:48]})
+
+
+def published(node: Obj, settings: ReclaimSettings) -> tuple[int | None, int | None]:
+    """The reclaimable (millicpu, bytes) a node currently advertises, if any."""
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    cpu, mem = alloc.get(settings.millicpu_name), alloc.get(settings.memory_name)
+    try:
+        return (int(cpu) if cpu is not None else None, int(mem) if mem is not None else None)
+    except (TypeError, ValueError):
+        return None, None
+
+
+def node_change(node: Obj, plan: ReclaimPlan, settings: ReclaimSettings) -> Change | None:
+    """Node status with the reclaimed extended resources (capacity = allocatable: they are not requestable
+    by anyone but reclaimed pods); None when unchanged."""
+    values = {settings.millicpu_name: str(plan.reclaimed_millicpu), settings.memory_name: str(plan.reclaimed_memory_bytes)}
+    status = node.get("status") or {}
+    if all((status.get("allocatable") or {}).get(k) == v for k, v in values.items()):
+        return None
+    obj = copy.deepcopy(node)
+    st = obj.setdefault("status", {})
+    st.setdefault("capacity", {}).update(values)
+    st.setdefault("allocatable", {}).update(values)
+    current = published(node, settings)
+    safe = current[0] is not None and plan.reclaimed_millicpu <= current[0] and \
+        (current[1] is None or plan.reclaimed_memory_bytes <= current[1])
+    return Change("Node", "v1", None, meta(node)["name"], obj,
+                  {"status": {"capacity": dict(values), "allocatable": dict(values)}}, subresource="status",
+                  safe_direction=safe, reasons={"plan": plan.to_dict()})
+
+
+def cnr_change(plan: ReclaimPlan, settings: ReclaimSettings, now_iso: str) -> Change:
+    """The same numbers as a Katalyst CustomNodeResource status, per NUMA node when known."""
+    def res(cpu: int, mem: int) -> dict[str, dict[str, str]]:
+        v = {settings.millicpu_name: str(cpu), settings.memory_name: str(mem)}
+        return {"allocatable": dict(v), "capacity": dict(v)}
+
+    status: dict[str, Any] = {"resources": res(plan.reclaimed_millicpu, plan.reclaimed_memory_bytes)}
+    if plan.numa:
+        status["topologyZone"] = [{"type": "Socket", "name": "0", "children": [
+            {"type": "Numa", "name": str(i), "resources": res(n.millicpu, n.memory_bytes)}
+            for i, n in sorted(plan.numa.items())]}]
+    obj = {"apiVersion": "node.katalyst.kubewharf.io/v1alpha1", "kind": "CustomNodeResource",
+           "metadata": {"name": plan.node, "annotations": {ANNOTATION_REASON: json.dumps(plan.reasons)[:MAX_MESSAGE]}},
+           "status": status}
+    return Change("CustomNodeResource", obj["apiVersion"], None, plan.node, obj, {"status": status},
+                  subresource="status", reasons={"plan": plan.to_dict(), "at": now_iso})

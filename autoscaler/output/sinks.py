@@ -1,0 +1,154 @@
+"""Where changes go: the API (`ApiSink`), YAML files for GitOps review (`FileSink`), or nowhere but
+the log (`DryRunSink`, the default). Each `write` returns what happened; none raises for one object."""
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import yaml
+
+from autoscaler.kube import Conflict, Forbidden, Kube, KubeError, NotFound, TooManyRequests
+from autoscaler.output.objects import Change
+from predictor.atomic import write_text_atomic
+
+log = logging.getLogger(__name__)
+
+WRITTEN, DRY_RUN, NOT_FOUND, FORBIDDEN, THROTTLED, CONFLICT, FAILED = (
+    "written", "dry-run", "not-found", "forbidden", "throttled", "conflict", "failed")
+
+
+@dataclass
+class WriteResult:
+    key: str
+    outcome: str
+    detail: str = ""
+
+
+class Sink(Protocol):
+    name: str
+
+    def write(self, change: Change) -> WriteResult: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class DryRunSink:
+    """Logs each change and keeps it (for the command's summary and for tests); writes nothing."""
+
+    name: str = "dry-run"
+    changes: list[Change] = field(default_factory=list)
+
+    def write(self, change: Change) -> WriteResult:
+        self.changes.append(change)
+        log.info("dry-run: would write %s: %s", change.key, json.dumps(change.patch, sort_keys=True)[:500])
+        return WriteResult(change.key, DRY_RUN)
+
+    def close(self) -> None:
+        pass
+
+
+def file_path(out_dir: str, change: Change) -> str:
+    """One YAML per object: DIR/<kind>/<namespace>/<name>.yaml (cluster-scoped: DIR/<kind>/<name>.yaml)."""
+    parts = [out_dir, change.kind.lower()] + ([change.namespace] if change.namespace else []) + [f"{change.name}.yaml"]
+    return os.path.join(*parts)
+
+
+@dataclass
+class FileSink:
+    """Writes each changed object whole, as YAML, atomically; `decisions.json` next to them keeps every
+    change's reasons (what forecast, quantile, margin and guardrail produced each number)."""
+
+    out_dir: str
+    name: str = "file"
+    written: dict[str, str] = field(default_factory=dict)  # key -> path
+    reasons: dict[str, Any] = field(default_factory=dict)
+
+    def write(self, change: Change) -> WriteResult:
+        path = file_path(self.out_dir, change)
+        try:
+            write_text_atomic(path, yaml.safe_dump(change.obj, sort_keys=False, default_flow_style=False))
+        except OSError as exc:
+            return WriteResult(change.key, FAILED, f"{path}: {exc}")
+        self.written[change.key] = path
+        self.reasons[change.key] = change.reasons
+        return WriteResult(change.key, WRITTEN, path)
+
+    def close(self) -> None:
+        if self.reasons:
+            write_text_atomic(os.path.join(self.out_dir, "decisions.json"),
+                              json.dumps(self.reasons, indent=1, sort_keys=True, default=str))
+
+
+def rebase_hpa(change: Change, fresh: dict[str, Any]) -> Change:
+    """The HPA patch again, against the object as it is now: fresh resourceVersion, and the floor
+    clamped to a maxReplicas that may have been lowered meanwhile."""
+    spec = fresh.get("spec") or {}
+    patch = copy.deepcopy(change.patch)
+    mx = spec.get("maxReplicas")
+    if isinstance(mx, int) and patch["spec"]["minReplicas"] > mx:
+        patch["spec"]["minReplicas"] = mx
+    patch["metadata"]["resourceVersion"] = (fresh.get("metadata") or {}).get("resourceVersion")
+    return Change(change.kind, change.api_version, change.namespace, change.name, change.obj, patch,
+                  change.subresource, change.safe_direction, change.reasons)
+
+
+@dataclass
+class ApiSink:
+    """Writes through `Kube`: 404 skipped, 403 reported, 409 retried with a fresh resourceVersion,
+    429 already backed off inside `Kube` (reported as throttled when it persists)."""
+
+    kube: Kube
+    conflict_retries: int = 3
+    name: str = "api"
+
+    def _send(self, c: Change) -> None:
+        if c.kind == "VerticalPodAutoscaler":
+            self.kube.patch_vpa_status(c.namespace or "", c.name, c.patch)
+        elif c.kind == "HorizontalPodAutoscaler":
+            self.kube.patch_hpa(c.namespace or "", c.name, c.patch)
+        elif c.kind == "Node":
+            self.kube.patch_node_status(c.name, c.patch)
+        elif c.kind == "CustomNodeResource":
+            self.kube.patch_cnr_status(c.name, c.patch)
+        elif c.kind == "ResourceRecommend":
+            self.kube.patch_resource_recommend_status(c.namespace or "", c.name, c.patch)
+        else:
+            raise KubeError(f"no API write for kind {c.kind}")
+
+    def write(self, change: Change) -> WriteResult:
+        attempt = 0
+        while True:
+            try:
+                self._send(change)
+                return WriteResult(change.key, WRITTEN, f"after {attempt} conflict(s)" if attempt else "")
+            except Conflict as exc:
+                if attempt >= self.conflict_retries:
+                    log.warning("%s: still conflicting after %d retries: %s", change.key, attempt, exc)
+                    return WriteResult(change.key, CONFLICT, str(exc))
+                attempt += 1
+                if change.kind == "HorizontalPodAutoscaler":
+                    try:
+                        change = rebase_hpa(change, self.kube.get_hpa(change.namespace or "", change.name))
+                    except NotFound as gone:
+                        return WriteResult(change.key, NOT_FOUND, str(gone))
+                    except KubeError as other:
+                        return WriteResult(change.key, FAILED, str(other))
+                log.info("%s: conflict, retrying with a fresh resourceVersion (%d)", change.key, attempt)
+            except NotFound as exc:
+                log.info("%s: not found, skipped (%s)", change.key, exc)
+                return WriteResult(change.key, NOT_FOUND, str(exc))
+            except Forbidden as exc:
+                log.error("%s: forbidden — check the ClusterRole in deploy/rbac.yaml (%s)", change.key, exc)
+                return WriteResult(change.key, FORBIDDEN, str(exc))
+            except TooManyRequests as exc:
+                return WriteResult(change.key, THROTTLED, str(exc))
+            except KubeError as exc:
+                return WriteResult(change.key, FAILED, str(exc))
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,1 @@
+"""The loop (`loop.ServingLoop.run_once`) and leader election (`leader`)."""

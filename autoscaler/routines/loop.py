@@ -1,0 +1,626 @@
+"""`run_once()`: a fixed list of named, timed steps (DESIGN.md, "Serving loop").
+
+registry -> fetch -> cluster -> forecast -> recommend -> guardrails -> write -> metrics
+
+A failure on one object is logged, recorded in the report and skipped. A failed or stale source,
+an unreadable cluster or a failed forecast *freezes* the run: nothing is written, the last good
+decisions stay where they are (in the cluster and in the metrics) and the next run backs off.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import numpy as np
+import pandas as pd
+
+from autoscaler.logic.guardrails import Cooldown, is_stale, kill_switch_engaged
+from autoscaler.logic.hpa import MalformedHpa, Stabilizer, hpa_target, parse_hpa, predictive_min_replicas
+from autoscaler.logic.reclaim import plan_node
+from autoscaler.logic.vpa import NonFiniteForecast, container_policy, limit_change, quantile_column, recommend_resource
+from autoscaler.model.cluster import ClusterState, container_requests, meta
+from autoscaler.model.decisions import ContainerRecommendation, HpaDecision, Reason, VpaDecision
+from autoscaler.output.objects import (ANNOTATION_USER_MIN, Change, cnr_change, hpa_change, node_change, published,
+                                       resource_recommend_change, vpa_change)
+from autoscaler.output.sinks import DRY_RUN, WRITTEN, Sink, WriteResult
+from autoscaler.quantity import to_units
+from autoscaler.settings import ServeSettings
+from predictor.durations import parse_duration
+from predictor.forecasting import ForecastRequest, forecast_history
+from predictor.history import History
+from predictor.types import Forecast, ReclaimPlan, SeriesKey
+
+log = logging.getLogger(__name__)
+
+Forecaster = Callable[[History, ForecastRequest], list[Forecast]]
+OK, FROZEN, KILLED = "ok", "frozen", "killed"
+
+
+class ClusterReader(Protocol):
+    def read(self) -> ClusterState: ...
+
+
+class Freeze(Exception):
+    """Raised inside a step: stop the run, write nothing, keep the last good decisions."""
+
+
+@dataclass
+class StepTiming:
+    name: str
+    seconds: float
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class RunReport:
+    now: pd.Timestamp | None = None
+    outcome: str = OK
+    reason: str = ""
+    steps: list[StepTiming] = field(default_factory=list)
+    vpa: list[VpaDecision] = field(default_factory=list)
+    hpa: list[HpaDecision] = field(default_factory=list)
+    reclaim: list[ReclaimPlan] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+    results: list[WriteResult] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # object or series -> why no decision
+    held: dict[str, str] = field(default_factory=dict)  # change -> guardrail that held it back
+    registry: str = "none"
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for r in self.results if r.outcome == outcome)
+
+    def summary(self) -> str:
+        if self.outcome != OK:
+            return f"{self.outcome}: {self.reason}"
+        by: dict[str, int] = {}
+        for r in self.results:
+            by[r.outcome] = by.get(r.outcome, 0) + 1
+        return (f"{len(self.vpa)} VPA, {len(self.hpa)} HPA, {len(self.reclaim)} node decisions; "
+                f"{len(self.changes)} changes ({', '.join(f'{k} {v}' for k, v in sorted(by.items())) or 'none written'}); "
+                f"{len(self.skipped)} skipped, {len(self.held)} held by guardrails")
+
+
+@dataclass
+class _Series:
+    """Where a workload's series are: container -> resource -> series id."""
+
+    by_container: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def index_series(history: History) -> dict[tuple[str, str, str], _Series]:
+    out: dict[tuple[str, str, str], _Series] = {}
+    for sid in history.series:
+        try:
+            k = SeriesKey.parse(sid)
+        except ValueError:
+            continue
+        out.setdefault((k.namespace, k.kind, k.name), _Series()).by_container.setdefault(k.container, {})[k.resource] = sid
+    return out
+
+
+class ServingLoop:
+    """One serving loop; keeps what must survive between runs (stabilisers, cool-downs, last
+    published numbers, the last good registry). All outside parts are injected."""
+
+    def __init__(self, settings: ServeSettings, source: Any, cluster: ClusterReader, sink: Sink, *,
+                 forecaster: Forecaster | None = None, registry_dir: str | None = None,
+                 registry_loader: Callable[[str], Any] | None = None,
+                 registry_forecaster: Callable[[Any, str], Forecaster] | None = None,
+                 clock: Callable[[], pd.Timestamp] | None = None, metrics: Any = None):
+        self.settings = settings
+        self.source = source
+        self.cluster = cluster
+        self.sink = sink
+        self.base_forecaster: Forecaster = forecaster or forecast_history
+        self.registry_dir = registry_dir
+        if registry_dir and registry_loader is None:
+            from autoscaler.input.registry import load_registry, registry_forecaster as default_rf
+
+            registry_loader, registry_forecaster = load_registry, default_rf
+        self.registry_loader = registry_loader
+        self.registry_forecaster = registry_forecaster
+        self.registry: Any = None  # last good
+        self.registry_label = "none"
+        self.clock = clock  # None: replay clock, now = end of the history + one step
+        self.metrics = metrics
+        g, lp = settings.guardrails, settings.loop
+        self.step = parse_duration(lp.step, what="step")
+        self.stale_after = parse_duration(g.stale_after, what="stale_after")
+        self.cooldown = Cooldown(parse_duration(g.cooldown, what="cooldown"))
+        self.stabilizers: dict[str, Stabilizer] = {}
+        self.reclaim_prev: dict[str, ReclaimPlan] = {}
+        self.published_vpa: dict[str, dict[tuple[str, str], int]] = {}
+        self.failures = 0
+        self.last_report: RunReport | None = None
+        self.last_good: RunReport | None = None
+
+    # scheduling --------------------------------------------------------------------------------
+    def next_delay(self) -> float:
+        """Seconds to the next run: the interval, doubled per consecutive freeze up to backoff_max."""
+        base = parse_duration(self.settings.loop.interval).total_seconds()
+        cap = parse_duration(self.settings.loop.backoff_max).total_seconds()
+        return min(cap, base * 2 ** self.failures) if self.failures else base
+
+    # the run -----------------------------------------------------------------------------------
+    def run_once(self) -> RunReport:
+        rep = RunReport()
+        ctx: dict[str, Any] = {}
+        steps: list[tuple[str, Callable[[RunReport, dict[str, Any]], str]]] = [
+            ("registry", self._step_registry), ("fetch", self._step_fetch), ("cluster", self._step_cluster),
+            ("forecast", self._step_forecast), ("recommend", self._step_recommend),
+            ("guardrails", self._step_guardrails), ("write", self._step_write),
+        ]
+        for name, fn in steps:
+            t = time.perf_counter()
+            try:
+                detail = fn(rep, ctx)
+                rep.steps.append(StepTiming(name, time.perf_counter() - t, True, detail or ""))
+            except Freeze as exc:
+                rep.steps.append(StepTiming(name, time.perf_counter() - t, False, str(exc)))
+                rep.outcome, rep.reason = FROZEN, f"{name}: {exc}"
+                log.error("run frozen at step %s: %s; nothing written, last good decisions kept", name, exc)
+                break
+        rep.registry = self.registry_label
+        if rep.outcome == FROZEN:
+            self.failures += 1
+        else:
+            self.failures = 0
+            self.last_good = rep
+        t = time.perf_counter()
+        if self.metrics is not None:
+            lead = ctx.get("offset", 0) + int(parse_duration(self.settings.hpa.startup) // self.step)
+            self.metrics.observe(rep, ctx.get("forecasts", {}), ctx.get("hpa_series", {}), lead)
+        rep.steps.append(StepTiming("metrics", time.perf_counter() - t, True))
+        self.last_report = rep
+        return rep
+
+    # steps -------------------------------------------------------------------------------------
+    def _step_registry(self, rep: RunReport, ctx: dict[str, Any]) -> str:
+        ctx["forecaster"] = self.base_forecaster
+        if not self.registry_dir or self.registry_loader is None:
+            return "no registry: stateless forecasts"
+        try:
+            loaded = self.registry_loader(self.registry_dir)
+            self.registry = loaded
+            self.registry_label = str(getattr(loaded, "version", None) or self.registry_dir)
+            detail = f"loaded {self.registry_label}"
+        except Exception as exc:  # noqa: BLE001 - a bad registry must never stop the loop
+            log.error("registry %s refused (%s); keeping %s", self.registry_dir, exc,
+                      "the last good version" if self.registry is not None else "stateless forecasts")
+            rep.skipped[f"registry {self.registry_dir}"] = str(exc)
+            detail = f"refused ({exc}); kept {'last good ' + self.registry_label if self.registry is not None else 'stateless forecasts'}"
+        if self.registry is not None and self.registry_forecaster is not None:
+            ctx["forecaster"] = self.registry_forecaster(self.registry, self.registry_dir)
+        return detail
+
+    def _step_fetch(self, rep: RunReport, ctx: dict[str, Any]) -> str:
+        window = parse_duration(self.settings.loop.history_window)
+        now = self.clock() if self.clock else None
+        try:
+            hist = self.source.fetch(now - window if now is not None else None, now, self.step)
+        except Exception as exc:  # noqa: BLE001 - SourceError or anything else: freeze
+            raise Freeze(f"source {getattr(self.source, 'name', '?')} failed: {exc}") from exc
+        if not hist.series:
+            raise Freeze("source returned no series")
+        end = hist.end
+        if now is None:
+            now = end + self.step
+            hist = hist.window(now - window, None)
+        if is_stale(end, now, self.stale_after):
+            raise Freeze(f"history is stale: newest sample {end} is older than {self.settings.guardrails.stale_after} "
+                         f"before {now}")
+        rep.now = now
+        ctx["history"], ctx["now"] = hist, now
+        return f"{len(hist.series)} series up to {end}"
+
+    def _step_cluster(self, rep: RunReport, ctx: dict[str, Any]) -> str:
+        try:
+            state = self.cluster.read()
+        except Exception as exc:  # noqa: BLE001
+            raise Freeze(f"cluster could not be read: {exc}") from exc
+        ctx["state"] = state
+        return f"{len(state.vpas)} VPA, {len(state.hpas)} HPA, {len(state.workloads)} workloads, " \
+               f"{len(state.pods)} pods, {len(state.nodes)} nodes"
+
+    def _needed_workloads(self, state: ClusterState) -> set[tuple[str, str, str]]:
+        need: set[tuple[str, str, str]] = set()
+        name = self.settings.vpa.recommender_name
+        for v in state.vpas:
+            if name in _recommenders(v):
+                ref = (v.get("spec") or {}).get("targetRef") or {}
+                need.add((meta(v).get("namespace", "default"), ref.get("kind", ""), ref.get("name", "")))
+        for h in state.hpas:
+            ref = (h.get("spec") or {}).get("scaleTargetRef") or {}
+            need.add((meta(h).get("namespace", "default"), ref.get("kind", ""), ref.get("name", "")))
+        if self.settings.reclaim.enabled:
+            for pod in state.pods:
+                wl = state.workload_of_pod(pod)
+                if wl:
+                    need.add(wl)
+        return need
+
+    def _step_forecast(self, rep: RunReport, ctx: dict[str, Any]) -> str:
+        hist: History = ctx["history"]
+        state: ClusterState = ctx["state"]
+        now: pd.Timestamp = ctx["now"]
+        s = self.settings
+        index = index_series(hist)
+        need = self._needed_workloads(state)
+        min_hist = parse_duration(s.guardrails.min_history)
+        keep: dict[str, pd.Series] = {}
+        for wl in need:
+            for res_map in (index.get(wl) or _Series()).by_container.values():
+                for sid in res_map.values():
+                    y = hist.series[sid]
+                    valid = y.index[y.notna().to_numpy()]
+                    if len(valid) == 0 or is_stale(valid[-1], now, self.stale_after):
+                        rep.skipped[sid] = f"no sample in the last {s.guardrails.stale_after} (gap or stopped series)"
+                    elif valid[-1] - valid[0] < min_hist:
+                        rep.skipped[sid] = f"under {s.guardrails.min_history} of history"
+                    else:
+                        keep[sid] = y
+        horizon = max(parse_duration(s.vpa.bound_window), parse_duration(s.vpa.window),
+                      parse_duration(s.hpa.startup) + parse_duration(s.hpa.look_ahead) + 2 * self.step,
+                      parse_duration(s.reclaim.window))
+        quantiles = tuple(sorted({s.vpa.quantile, s.vpa.lower_quantile, s.vpa.upper_quantile, s.hpa.quantile,
+                                  s.reclaim.quantile}))
+        origin = now.floor(self.step) if now.floor(self.step) > hist.end else hist.end + self.step
+        req = ForecastRequest(horizon=horizon, step=self.step, quantiles=quantiles, origin=origin)
+        sub = History(keep, hist.step, {k: g for k, g in hist.gaps.items() if k in keep})
+        forecasts: dict[str, Forecast] = {}
+        if keep:
+            try:
+                out = ctx["forecaster"](sub, req)
+            except Exception as exc:  # noqa: BLE001 - the whole forecast failed: freeze
+                raise Freeze(f"forecast failed: {type(exc).__name__}: {exc}") from exc
+            for fc in out:
+                if not np.all(np.isfinite(fc.values)):
+                    rep.skipped[fc.series] = f"forecast {fc.model} has non-finite values: no decision from it"
+                    continue
+                forecasts[fc.series] = fc
+        ctx["forecasts"], ctx["index"] = forecasts, index
+        ctx["offset"] = max(0, int((now - origin) / self.step))
+        return f"{len(forecasts)} of {len(keep)} series forecast ({len(rep.skipped)} skipped)"
+
+    def _step_recommend(self, rep: RunReport, ctx: dict[str, Any]) -> str:
+        state: ClusterState = ctx["state"]
+        for vpa in state.vpas:
+            key = f"VerticalPodAutoscaler/{meta(vpa).get('namespace')}/{meta(vpa).get('name')}"
+            try:
+                d = self._recommend_vpa(vpa, ctx)
+                if d is None:
+                    continue
+                rep.vpa.append(d)
+            except Exception as exc:  # noqa: BLE001 - one bad object is skipped
+                rep.skipped[key] = f"{type(exc).__name__}: {exc}"
+                log.warning("%s skipped: %s", key, exc)
+        for hpa in state.hpas:
+            key = f"HorizontalPodAutoscaler/{meta(hpa).get('namespace')}/{meta(hpa).get('name')}"
+            try:
+                rep.hpa.append(self._recommend_hpa(hpa, ctx))
+            except Exception as exc:  # noqa: BLE001
+                rep.skipped[key] = f"{type(exc).__name__}: {exc}"
+                log.warning("%s skipped: %s", key, exc)
+        if self.settings.reclaim.enabled:
+            self._recommend_nodes(rep, ctx)
+        return f"{len(rep.vpa)} VPA, {len(rep.hpa)} HPA, {len(rep.reclaim)} nodes"
+
+    # VPA ---------------------------------------------------------------------------------------
+    def _recommend_vpa(self, vpa: dict[str, Any], ctx: dict[str, Any]) -> VpaDecision | None:
+        s = self.settings.vpa
+        m = meta(vpa)
+        ns, name = m.get("namespace", "default"), m["name"]
+        names = _recommenders(vpa)
+        if s.recommender_name not in names:
+            log.debug("VPA %s/%s is served by %s, not %s", ns, name, names or ["default"], s.recommender_name)
+            return None
+        ref = (vpa.get("spec") or {}).get("targetRef") or {}
+        kind, target = ref.get("kind"), ref.get("name")
+        state: ClusterState = ctx["state"]
+        wl = state.workload(ns, kind or "", target or "")
+        if wl is None:
+            raise LookupError(f"targetRef {kind}/{target} not found in namespace {ns}")
+        series = ctx["index"].get((ns, kind, target))
+        if series is None:
+            raise LookupError(f"no history for {ns}/{kind}/{target}")
+        replicas = state.replicas(ns, kind, target)
+        hist: History = ctx["history"]
+        fcs: dict[str, Forecast] = ctx["forecasts"]
+        window = _steps(s.window, self.step)
+        bound = _steps(s.bound_window, self.step)
+        off = ctx["offset"]
+        peak_cut = ctx["now"] - parse_duration(s.memory_peak_window)
+        key = f"VerticalPodAutoscaler/{ns}/{name}"
+        published_now = _published_vpa(vpa)
+        containers = []
+        for cname in container_requests(wl) or series.by_container:
+            policy = container_policy(vpa, cname)
+            if policy.mode == "Off":
+                continue
+            resources = {}
+            for res in policy.controlled:
+                sid = series.by_container.get(cname, {}).get(res)
+                if sid is None or sid not in fcs:
+                    continue
+                fc = _shifted(fcs[sid], off)
+                y = hist.series[sid]
+                peak = float(np.nanmax(y[y.index >= peak_cut].to_numpy())) if res == "memory" and \
+                    y[y.index >= peak_cut].notna().any() else None
+                rec = recommend_resource(fc, res, replicas, s, window, bound, policy, memory_peak=peak,
+                                         model_label=f"{fc.model}@{fc.version}")
+                prev = published_now.get((cname, res))
+                limited, why = limit_change(prev, rec.target, self.settings.guardrails.max_decrease_ratio,
+                                            self.settings.guardrails.max_increase_ratio, floor=rec.floor)
+                if why:
+                    limited = min(limited, policy.max_allowed.get(res, limited))
+                    rec.reason.steps.append(why)
+                    rec.target = limited
+                    rec.lower, rec.upper = min(rec.lower, limited), max(rec.upper, limited)
+                resources[res] = rec
+            if resources:
+                containers.append(ContainerRecommendation(cname, resources))
+        if not containers:
+            raise LookupError("no container with a usable forecast (missing, stale or non-finite series)")
+        self.published_vpa[key] = {(c.container, r): v.target for c in containers for r, v in c.resources.items()}
+        return VpaDecision(ns, name, kind, target, replicas, containers)
+
+    # HPA ---------------------------------------------------------------------------------------
+    def _recommend_hpa(self, hpa: dict[str, Any], ctx: dict[str, Any]) -> HpaDecision:
+        s = self.settings.hpa
+        m = meta(hpa)
+        ns, name = m.get("namespace", "default"), m.get("name")
+        kind, target, spec_min, max_replicas = parse_hpa(hpa)
+        state: ClusterState = ctx["state"]
+        wl = state.workload(ns, kind, target)
+        if wl is None:
+            raise LookupError(f"scaleTargetRef {kind}/{target} not found in namespace {ns}")
+        reqs = container_requests(wl)
+        pod_requests: dict[str, int] = {}
+        for r in reqs.values():
+            for res, q in r.items():
+                if res in ("cpu", "memory"):
+                    pod_requests[res] = pod_requests.get(res, 0) + to_units(res, q)
+        tgt = hpa_target(hpa, pod_requests, s.default_utilization)
+        series = ctx["index"].get((ns, kind, target))
+        fcs: dict[str, Forecast] = ctx["forecasts"]
+        sids = [c.get(tgt.resource) for c in (series.by_container.values() if series else [])]
+        sids = [x for x in sids if x]
+        if not sids or any(x not in fcs for x in sids):
+            raise LookupError(f"no usable {tgt.resource} forecast for {ns}/{kind}/{target}")
+        off = ctx["offset"]
+        fc0 = fcs[sids[0]]
+        demand = sum(_shifted(fcs[x], off).values[:, list(fcs[x].quantiles).index(_q(fcs[x], s.quantile))]
+                     for x in sids)
+        scale = 1000.0 if tgt.resource == "cpu" else 1.0  # series carry cores; targets are millicpu
+        lead = parse_duration(s.startup)
+        wish, timeline = predictive_min_replicas(np.asarray(demand) * scale, self.step, lead,
+                                                 parse_duration(s.look_ahead), tgt.per_replica_units)
+        user_min = spec_min
+        ann = (m.get("annotations") or {}).get(ANNOTATION_USER_MIN)
+        if ann is not None:
+            try:
+                user_min = max(1, int(ann))
+            except ValueError:
+                raise MalformedHpa(f"annotation {ANNOTATION_USER_MIN}={ann!r} is not an integer") from None
+        stab = self.stabilizers.setdefault(f"{ns}/{name}", Stabilizer(parse_duration(s.stabilization)))
+        steady = stab.apply(ctx["now"], wish)
+        reason = Reason(model=f"{fc0.model}@{fc0.version}", quantile=s.quantile, margin=0.0,
+                        window=f"now+{s.startup}..+{s.look_ahead}", raw=wish)
+        reason.steps.append(f"per replica {tgt.per_replica_units:g} ({tgt.describe})")
+        if steady != wish:
+            reason.steps.append(f"scale-down stabilised over {s.stabilization}: {steady}")
+        final = max(steady, user_min)
+        if final != steady:
+            reason.steps.append(f"raised to the user's minReplicas {user_min}")
+        if final > max_replicas:
+            reason.steps.append(f"capped at maxReplicas {max_replicas}")
+            final = max_replicas
+        first = int(lead // self.step)
+        index = fc0.index[off:]
+        tl = [(t.isoformat(), int(r)) for t, r in zip(index, timeline)]
+        predicted = int(timeline[min(first, len(timeline) - 1)])
+        ctx.setdefault("hpa_series", {})[f"{ns}/{name}"] = (kind, target, sids, predicted, final)
+        return HpaDecision(ns, name, final, user_min, max_replicas, predicted, tl, reason)
+
+    # nodes -------------------------------------------------------------------------------------
+    def _recommend_nodes(self, rep: RunReport, ctx: dict[str, Any]) -> None:
+        s = self.settings.reclaim
+        state: ClusterState = ctx["state"]
+        fcs: dict[str, Forecast] = ctx["forecasts"]
+        index = ctx["index"]
+        off = ctx["offset"]
+        steps = _steps(s.window, self.step)
+        now_iso = _iso(ctx["now"])
+        pods_on = state.pods_on()
+        per_pod_cache: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray] | None] = {}
+
+        def per_pod(wl: tuple[str, str, str]) -> tuple[np.ndarray, np.ndarray] | None:
+            if wl in per_pod_cache:
+                return per_pod_cache[wl]
+            series = index.get(wl)
+            out = None
+            if series is not None:
+                cpu = np.zeros(steps)
+                mem = np.zeros(steps)
+                ok = True
+                for res_map in series.by_container.values():
+                    for res, arr in (("cpu", cpu), ("memory", mem)):
+                        sid = res_map.get(res)
+                        if sid is None:
+                            continue
+                        if sid not in fcs:
+                            ok = False
+                            continue
+                        col = quantile_column(fcs[sid], s.quantile)[off: off + steps]
+                        arr[: len(col)] += col
+                if ok:
+                    n = state.replicas(*wl)
+                    out = (cpu / n, mem / n)
+            per_pod_cache[wl] = out
+            return out
+
+        for node in state.nodes:
+            nname = meta(node)["name"]
+            try:
+                alloc = (node.get("status") or {}).get("allocatable") or {}
+                if "cpu" not in alloc or "memory" not in alloc:
+                    raise ValueError("status.allocatable has no cpu or memory")
+                a_cpu, a_mem = to_units("cpu", alloc["cpu"]), to_units("memory", alloc["memory"])
+                cpu = np.zeros(steps)
+                mem = np.zeros(steps)
+                notes: list[str] = []
+                for pod in pods_on.get(nname, []):
+                    qos = (meta(pod).get("annotations") or {}).get(s.qos_annotation, "shared_cores")
+                    if qos == "reclaimed_cores":
+                        continue
+                    wl = state.workload_of_pod(pod)
+                    d = per_pod(wl) if wl else None
+                    if d is None:
+                        # no usable forecast: count what the pod asked for (conservative)
+                        r_cpu, r_mem = _pod_requests(pod)
+                        cpu += r_cpu / 1000.0
+                        mem += r_mem
+                        notes.append(f"pod {meta(pod).get('namespace')}/{meta(pod).get('name')}: no forecast, "
+                                     f"counted at its requests")
+                    else:
+                        cpu += d[0]
+                        mem += d[1]
+                prev = self.reclaim_prev.get(nname)
+                if prev is None:
+                    pc, pm = published(node, s)
+                    if pc is not None and pm is not None:
+                        prev = ReclaimPlan(nname, now_iso, 0, pc, pm)
+                numa = _int((meta(node).get("annotations") or {}).get(s.numa_annotation))
+                plan = plan_node(nname, a_cpu, a_mem, cpu, mem, s, now_iso,
+                                 int(parse_duration(s.window).total_seconds()), prev, numa, notes[:20])
+                rep.reclaim.append(plan)
+            except Exception as exc:  # noqa: BLE001
+                rep.skipped[f"Node/{nname}"] = f"{type(exc).__name__}: {exc}"
+                log.warning("node %s skipped: %s", nname, exc)
+
+    # guardrails and write ----------------------------------------------------------------------
+    def _step_guardrails(self, rep: RunReport, ctx: dict[str, Any]) -> str:
+        state: ClusterState = ctx["state"]
+        now: pd.Timestamp = ctx["now"]
+        now_iso = _iso(now)
+        vpas = {f"{meta(v).get('namespace', 'default')}/{meta(v)['name']}": v for v in state.vpas}
+        hpas = {f"{meta(h).get('namespace', 'default')}/{meta(h)['name']}": h for h in state.hpas}
+        nodes = {meta(n)["name"]: n for n in state.nodes}
+        changes: list[Change] = []
+        for d in rep.vpa:
+            c = vpa_change(vpas[f"{d.namespace}/{d.name}"], d, now_iso)
+            if c is not None:
+                c.safe_direction = all(v.target >= (_published_vpa(vpas[f"{d.namespace}/{d.name}"]).get((cr.container, r)) or 0)
+                                       for cr in d.containers for r, v in cr.resources.items())
+                changes.append(c)
+                if self.settings.vpa.write_resource_recommend:
+                    changes.append(resource_recommend_change(vpas[f"{d.namespace}/{d.name}"], d,
+                                                             self.settings.vpa.recommender_name, now_iso))
+        for d in rep.hpa:
+            c = hpa_change(hpas[f"{d.namespace}/{d.name}"], d)
+            if c is not None:
+                changes.append(c)
+        for p in rep.reclaim:
+            if self.settings.reclaim.write_node_status:
+                c = node_change(nodes[p.node], p, self.settings.reclaim)
+                if c is not None:
+                    changes.append(c)
+            if self.settings.reclaim.write_cnr:
+                changes.append(cnr_change(p, self.settings.reclaim, now_iso))
+        allowed = []
+        for c in changes:
+            if self.cooldown.allows(c.key, now, c.safe_direction):
+                allowed.append(c)
+            else:
+                rep.held[c.key] = f"cool-down {self.settings.guardrails.cooldown} since the last write"
+        rep.changes = allowed
+        if kill_switch_engaged(self.settings.guardrails.kill_switch_file):
+            rep.outcome, rep.reason = KILLED, f"kill switch {self.settings.guardrails.kill_switch_file} engaged"
+            for c in allowed:
+                rep.held[c.key] = "kill switch"
+            log.warning("kill switch engaged: %d changes not written", len(allowed))
+        return f"{len(allowed)} changes, {len(rep.held)} held"
+
+    def _step_write(self, rep: RunReport, ctx: dict[str, Any]) -> str:
+        if rep.outcome == KILLED:
+            return "kill switch: nothing written"
+        now: pd.Timestamp = ctx["now"]
+        for c in rep.changes:
+            try:
+                res = self.sink.write(c)
+            except Exception as exc:  # noqa: BLE001 - sinks should not raise; one object never stops the run
+                res = WriteResult(c.key, "failed", f"{type(exc).__name__}: {exc}")
+            rep.results.append(res)
+            if res.outcome in (WRITTEN, DRY_RUN):
+                self.cooldown.record(c.key, now)
+            if res.outcome == WRITTEN and c.kind == "Node":
+                plan = next(p for p in rep.reclaim if p.node == c.name)
+                self.reclaim_prev[c.name] = plan
+        self.sink.close()
+        # nodes whose value did not change still count as published
+        for p in rep.reclaim:
+            self.reclaim_prev.setdefault(p.node, p)
+        return f"{rep.count(WRITTEN)} written, {rep.count(DRY_RUN)} dry-run, " \
+               f"{len(rep.results) - rep.count(WRITTEN) - rep.count(DRY_RUN)} failed"
+
+
+# helpers ---------------------------------------------------------------------------------------
+def _recommenders(vpa: dict[str, Any]) -> list[str]:
+    recs = (vpa.get("spec") or {}).get("recommenders") or []
+    return [r.get("name") for r in recs if isinstance(r, dict)]
+
+
+def _published_vpa(vpa: dict[str, Any]) -> dict[tuple[str, str], int]:
+    out: dict[tuple[str, str], int] = {}
+    recs = ((vpa.get("status") or {}).get("recommendation") or {}).get("containerRecommendations") or []
+    for r in recs:
+        for res, q in (r.get("target") or {}).items():
+            try:
+                out[(r.get("containerName"), res)] = to_units(res, q)
+            except ValueError:
+                pass
+    return out
+
+
+def _steps(text: str, step: pd.Timedelta) -> int:
+    return max(1, int(math.ceil(parse_duration(text) / step)))
+
+
+def _shifted(fc: Forecast, off: int) -> Forecast:
+    if off <= 0:
+        return fc
+    return Forecast(fc.series, fc.index[off:], fc.quantiles, fc.values[off:], fc.model, fc.version,
+                    fc.backtest_score, fc.notes)
+
+
+def _q(fc: Forecast, q: float) -> float:
+    if q in fc.quantiles:
+        return q
+    higher = [x for x in fc.quantiles if x >= q]
+    if not higher:
+        raise NonFiniteForecast(f"forecast {fc.series} has no quantile >= {q}")
+    return min(higher)
+
+
+def _pod_requests(pod: dict[str, Any]) -> tuple[int, int]:
+    cpu = mem = 0
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        req = (c.get("resources") or {}).get("requests") or {}
+        cpu += to_units("cpu", req["cpu"]) if "cpu" in req else 0
+        mem += to_units("memory", req["memory"]) if "memory" in req else 0
+    return cpu, mem
+
+
+def _int(text: Any) -> int:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _iso(ts: pd.Timestamp) -> str:
+    return ts.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ") if ts.tzinfo else ts.strftime("%Y-%m-%dT%H:%M:%SZ")

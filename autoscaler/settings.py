@@ -1,0 +1,83 @@
+"""Settings of the serving loop: one dataclass per concern, each field with a default, a unit and
+a reason. `tidewise serve` fills them once from the config file (section `serve:` with sub-sections
+`vpa`, `hpa`, `reclaim`, `guardrails`, `loop`) and the flags, then passes them down."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MIB = 2**20
+GIB = 2**30
+
+
+@dataclass
+class VpaSettings:
+    recommender_name: str = "tidewise"  # served VPAs name it in spec.recommenders
+    quantile: float = 0.95  # forecast quantile of the target; benchmarks/serving.py tunes it
+    margin: float = 0.10  # relative safety margin on the target (the stock VPA uses 0.15 on p90)
+    window: str = "1h"  # the target covers the highest forecast over the next window
+    lower_quantile: float = 0.5  # lowerBound: the median over the window (below it, pods are starved)
+    upper_quantile: float = 0.99  # upperBound: p99 over bound_window (above it, requests are wasted)
+    bound_window: str = "24h"  # a request inside [lower, upper] survives the whole day's tide
+    memory_peak_window: str = "1d"  # memory is never recommended below the peak of this past window
+    min_cpu_millicpu: int = 25  # stock VPA pod minimum (25m), per container here
+    min_memory_bytes: int = 250 * MIB  # stock VPA pod minimum (250Mi), per container here
+    write_resource_recommend: bool = False  # also write Katalyst ResourceRecommend status (when the CRD is used)
+
+
+@dataclass
+class HpaSettings:
+    quantile: float = 0.9  # forecast quantile of the demand that replicas must carry
+    startup: str = "2m"  # lead: pod start-up time; replicas are asked for this much ahead
+    look_ahead: str = "10m"  # minReplicas covers the peak of [now+lead, now+lead+look_ahead]
+    stabilization: str = "10m"  # scale-down stabilisation: minReplicas only falls to the highest of this window
+    default_utilization: float = 0.7  # target utilisation when the HPA names a Resource metric by value
+
+
+@dataclass
+class ReclaimSettings:
+    enabled: bool = True
+    quantile: float = 0.95  # forecast quantile of each online pod's usage
+    window: str = "1h"  # reclaimable holds for the highest online demand over this window
+    reserved_millicpu: int = 1000  # kept for system_cores / the enforcer's reserve pool, per node
+    reserved_memory_bytes: int = 2 * GIB
+    margin_fraction: float = 0.05  # of allocatable, on top (forecast error, daemons without history)
+    deadband_millicpu: int = 200  # changes smaller than this are not published (no flapping)
+    deadband_memory_bytes: int = 256 * MIB
+    max_step_fraction: float = 0.10  # an increase is limited to 10% of allocatable per step; decreases are immediate
+    millicpu_name: str = "resource.katalyst.kubewharf.io/reclaimed_millicpu"
+    memory_name: str = "resource.katalyst.kubewharf.io/reclaimed_memory"
+    write_node_status: bool = True  # patch nodes/status capacity and allocatable
+    write_cnr: bool = False  # also a Katalyst CustomNodeResource status (when that CRD is present)
+    qos_annotation: str = "katalyst.kubewharf.io/qos_level"
+    numa_annotation: str = "tidewise.io/numa-nodes"  # node annotation: NUMA node count when known
+
+
+@dataclass
+class GuardrailSettings:
+    stale_after: str = "15m"  # history whose newest sample is older than this freezes all decisions
+    max_decrease_ratio: float = 0.5  # a VPA target falls at most to half of the published one per step
+    max_increase_ratio: float = 4.0  # ... and rises at most 4x (a broken forecast cannot ask for a node)
+    cooldown: str = "5m"  # an object is rewritten at most this often, except in the safe direction
+    kill_switch_file: str | None = None  # when this file says stop (or is empty), nothing is written
+    min_history: str = "1h"  # a series with less history than this gets no decision
+
+
+@dataclass
+class LoopSettings:
+    interval: str = "60s"
+    history_window: str = "8d"  # fetched each run: a week for weekly naive residuals + a day
+    step: str = "5m"  # history and forecast step
+    backoff_max: str = "10m"  # after source failures the interval doubles up to this
+    apply: bool = False  # dry-run by default; True writes to the cluster
+    lease_name: str = "tidewise-serve"
+    lease_namespace: str = "tidewise"
+    lease_duration_seconds: int = 15
+
+
+@dataclass
+class ServeSettings:
+    vpa: VpaSettings = field(default_factory=VpaSettings)
+    hpa: HpaSettings = field(default_factory=HpaSettings)
+    reclaim: ReclaimSettings = field(default_factory=ReclaimSettings)
+    guardrails: GuardrailSettings = field(default_factory=GuardrailSettings)
+    loop: LoopSettings = field(default_factory=LoopSettings)

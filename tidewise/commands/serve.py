@@ -1,0 +1,216 @@
+"""`tidewise serve` — the online loop: VPA recommendations, predictive HPA floors, reclaimable node
+resources. Dry-run by default; `--apply` writes to the cluster."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+HELP = """\
+Every --interval: refresh the model registry, fetch recent history, forecast, recommend, apply
+guardrails and write what changed. Dry-run unless --apply. Offline: --cluster-state FILE reads
+the cluster from YAML, --sink file --out DIR writes one YAML per changed object for review.
+
+  tidewise serve --once --cluster-state D/cluster-state.yaml --source file \\
+      --input D/history.parquet --sink file --out recs/
+  tidewise serve --source prometheus --apply            # in the cluster (see deploy/)
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run the serving loop (VPA, predictive HPA, reclaimable resources)",
+                       description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--once", action="store_true", help="run one time and exit (exit 1 when the run froze)")
+    p.add_argument("--interval", default=None, help="time between runs (default 60s)")
+    p.add_argument("--apply", action="store_true", help="write to the cluster (default: dry-run, log only)")
+    p.add_argument("--cluster-state", metavar="FILE", help="read the cluster from this YAML instead of the API")
+    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then ~/.kube/config)")
+    p.add_argument("--source", choices=["file", "prometheus", "synthetic"], default="prometheus",
+                   help="history source (default prometheus; settings in the config file's prometheus: section)")
+    p.add_argument("--input", metavar="PATH", help="long history file for --source file")
+    p.add_argument("--prometheus-url", help="Prometheus base URL (overrides the config file)")
+    p.add_argument("--seed", type=int, default=7, help="seed of --source synthetic (default 7)")
+    p.add_argument("--registry", metavar="DIR", help="model registry folder (models/<version>); default: stateless forecasts")
+    p.add_argument("--sink", choices=["api", "file"], default="api", help="where changes go (default api)")
+    p.add_argument("--out", metavar="DIR", help="output folder of --sink file")
+    p.add_argument("--recommender-name", default=None, help="serve VPAs naming this recommender (default tidewise)")
+    p.add_argument("--kill-switch", metavar="FILE", help="when this file exists and says stop (or is empty), write nothing")
+    p.add_argument("--step", default=None, help="history and forecast step (default 5m)")
+    p.add_argument("--now", help="decision time (ISO-8601 UTC); default: wall clock for Prometheus, the end of the "
+                                 "history + one step for files")
+    p.add_argument("--port", type=int, default=8080, help="/metrics /healthz /readyz port (0: off; default 8080)")
+    p.add_argument("--host", default="0.0.0.0", help="address of the metrics port (default 0.0.0.0)")
+    p.add_argument("--no-leader-election", action="store_true", help="act without holding the Lease (one replica only)")
+    p.add_argument("--identity", help="leader-election identity (default: $POD_NAME or the host name)")
+    p.add_argument("--report", metavar="FILE", help="write the last run's report as JSON")
+    p.set_defaults(func=run)
+
+
+def _settings(args: argparse.Namespace):  # -> ServeSettings
+    from autoscaler.settings import (GuardrailSettings, HpaSettings, LoopSettings, ReclaimSettings, ServeSettings,
+                                     VpaSettings)
+    from predictor.errors import InputError
+    from tidewise.config import settings_from
+
+    section = dict((args.settings or {}).get("serve") or {})
+    known = {"vpa", "hpa", "reclaim", "guardrails", "loop"}
+    if set(section) - known:
+        raise InputError(f"config section 'serve': unknown key(s) {sorted(set(section) - known)}; known: {sorted(known)}")
+    return ServeSettings(
+        vpa=settings_from(VpaSettings, section.get("vpa"), "serve.vpa", recommender_name=args.recommender_name),
+        hpa=settings_from(HpaSettings, section.get("hpa"), "serve.hpa"),
+        reclaim=settings_from(ReclaimSettings, section.get("reclaim"), "serve.reclaim"),
+        guardrails=settings_from(GuardrailSettings, section.get("guardrails"), "serve.guardrails",
+                                 kill_switch_file=args.kill_switch),
+        loop=settings_from(LoopSettings, section.get("loop"), "serve.loop", interval=args.interval, step=args.step,
+                           apply=True if args.apply else None),
+    )
+
+
+def _report_dict(rep) -> dict:
+    return {
+        "now": str(rep.now), "outcome": rep.outcome, "reason": rep.reason, "registry": rep.registry,
+        "steps": [{"name": s.name, "seconds": round(s.seconds, 4), "ok": s.ok, "detail": s.detail} for s in rep.steps],
+        "writes": [{"object": r.key, "outcome": r.outcome, "detail": r.detail} for r in rep.results],
+        "skipped": rep.skipped, "held": rep.held,
+        "vpa": {d.key: d.reasons() for d in rep.vpa},
+        "hpa": {d.key: {"minReplicas": d.min_replicas, "predicted": d.predicted, "reason": d.reason.summary()}
+                for d in rep.hpa},
+        "nodes": {p.node: {"reclaimed_millicpu": p.reclaimed_millicpu,
+                           "reclaimed_memory_bytes": p.reclaimed_memory_bytes, "reasons": p.reasons} for p in rep.reclaim},
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+    import signal
+    import socket
+    import threading
+    import time
+
+    import pandas as pd
+
+    from predictor.durations import parse_duration
+    from predictor.errors import InputError
+
+    settings = _settings(args)
+    step = parse_duration(settings.loop.step, what="--step")
+    parse_duration(settings.loop.interval, what="--interval")
+    if args.sink == "file" and not args.out:
+        raise InputError("--sink file needs --out DIR (one YAML per changed object is written there)")
+    if args.out and args.sink != "file":
+        raise InputError("--out is only used with --sink file")
+    if args.source == "file" and not args.input:
+        raise InputError("--source file needs --input PATH (a long CSV/Parquet history)")
+    if args.input and args.source != "file":
+        raise InputError("--input is only used with --source file")
+    if args.registry and not os.path.isdir(args.registry):
+        raise InputError(f"--registry {args.registry}: no such folder")
+
+    # history source
+    if args.source == "file":
+        from predictor.sources.files import FileSource
+
+        if not os.path.exists(args.input):
+            raise InputError(f"--input {args.input}: no such file")
+        source = FileSource(args.input)
+    elif args.source == "synthetic":
+        from predictor.sources.files import SyntheticSource
+        from predictor.sources.synthetic import generate_cluster
+
+        source = SyntheticSource(generate_cluster(seed=args.seed))
+    else:
+        from predictor.sources.prometheus import PrometheusSettings, PrometheusSource
+        from tidewise.config import settings_from
+
+        source = PrometheusSource(settings_from(PrometheusSettings, (args.settings or {}).get("prometheus"),
+                                                "prometheus", url=args.prometheus_url))
+
+    clock = None
+    if args.now:
+        try:
+            fixed = pd.Timestamp(args.now)
+            fixed = fixed.tz_localize("UTC") if fixed.tzinfo is None else fixed.tz_convert("UTC")
+        except ValueError:
+            raise InputError(f"--now {args.now!r} does not parse: use ISO-8601 UTC") from None
+        clock = lambda: fixed  # noqa: E731
+    elif args.source == "prometheus":
+        clock = lambda: pd.Timestamp.now(tz="UTC").floor(step)  # noqa: E731
+
+    # cluster and sink (the kubernetes client is imported only when the API is used)
+    kube = None
+    if not args.cluster_state or (args.sink == "api" and args.apply):
+        from autoscaler.kube import Kube
+
+        kube = Kube.from_config(args.kubeconfig)
+    from autoscaler.input.cluster import ApiCluster, FileCluster
+    from autoscaler.output.sinks import ApiSink, DryRunSink, FileSink
+
+    cluster = FileCluster(args.cluster_state) if args.cluster_state else ApiCluster(kube)
+    if args.cluster_state:
+        from autoscaler.input.cluster import load_cluster_state
+
+        load_cluster_state(args.cluster_state)  # a malformed file is a usage error now, not a frozen run later
+    if args.sink == "file":
+        sink = FileSink(args.out)
+    elif args.apply:
+        sink = ApiSink(kube)
+    else:
+        sink = DryRunSink()
+
+    from autoscaler.metrics import HealthServer, Metrics
+    from autoscaler.routines.loop import FROZEN, ServingLoop
+
+    metrics = Metrics()
+    loop = ServingLoop(settings, source, cluster, sink, registry_dir=args.registry, clock=clock, metrics=metrics)
+
+    if args.once:
+        rep = loop.run_once()
+        _print(rep, sink)
+        if args.report:
+            from predictor.atomic import write_text_atomic
+
+            write_text_atomic(args.report, json.dumps(_report_dict(rep), indent=1, default=str))
+        return 1 if rep.outcome == FROZEN else 0
+
+    elector = None
+    if kube is not None and args.sink == "api" and args.apply and not args.no_leader_election:
+        from autoscaler.routines.leader import LeaderElector
+
+        identity = args.identity or os.environ.get("POD_NAME") or socket.gethostname()
+        elector = LeaderElector(kube, settings.loop.lease_namespace, settings.loop.lease_name, identity,
+                                settings.loop.lease_duration_seconds)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    interval = parse_duration(settings.loop.interval).total_seconds()
+    last_tick = [time.monotonic()]
+
+    def live() -> bool:  # the loop has come round within a few intervals (backoff included)
+        return time.monotonic() - last_tick[0] < max(3 * loop.next_delay(), 3 * interval) + 60
+
+    def ready() -> bool:
+        return metrics.last_run_ok is True or (elector is not None and not elector.leading)
+
+    server = HealthServer(metrics, args.host, args.port, live, ready).start() if args.port else None
+    print(f"tidewise serve: every {settings.loop.interval}, sink {sink.name}"
+          f"{' (dry-run)' if sink.name == 'dry-run' else ''}, metrics on :{server.port if server else 'off'}",
+          file=sys.stderr)
+    try:
+        while not stop.is_set():
+            last_tick[0] = time.monotonic()
+            if elector is None or elector.try_acquire():
+                rep = loop.run_once()
+                _print(rep, sink)
+            stop.wait(loop.next_delay() if elector is None or elector.leading else min(interval, 5.0))
+    finally:
+        if server:
+            server.stop()
+    return 0
+
+
+def _print(rep, sink) -> None:
+    steps = ", ".join(f"{s.name} {s.seconds:.2f}s" for s in rep.steps)
+    where = f" -> {sink.out_dir}" if getattr(sink, "out_dir", None) else ""
+    print(f"tidewise serve: {rep.summary()}{where} [{steps}]", file=sys.stderr)
+    for key, why in list(rep.skipped.items())[:10]:
+        print(f"  skipped {key}: {why}", file=sys.stderr)
