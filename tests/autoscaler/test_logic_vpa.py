@@ -1,0 +1,103 @@
+"""VPA estimator: percentile -> margin -> floors -> policy caps, and the change limit."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from autoscaler.logic.vpa import (ContainerPolicy, NonFiniteForecast, container_policy, limit_change,
+                                  recommend_resource, vpa_default_request)
+from autoscaler.settings import VpaSettings
+from predictor.types import Forecast
+
+QS = (0.5, 0.9, 0.95, 0.99)
+
+
+def forecast(columns: dict[float, list[float]]) -> Forecast:
+    n = len(next(iter(columns.values())))
+    values = np.column_stack([np.asarray(columns[q], dtype=float) for q in QS])
+    return Forecast("ns/Deployment/app/c/cpu", pd.date_range("2026-01-01", periods=n, freq="5min", tz="UTC"),
+                    QS, values, model="m")
+
+
+def ramp(n=24, base=1.0):
+    """q0.5 = base..., each higher quantile 10% above the one below; a peak at step 6."""
+    x = np.full(n, base)
+    x[6] = 2 * base
+    return {0.5: x, 0.9: x * 1.1, 0.95: x * 1.2, 0.99: x * 1.3}
+
+
+def test_target_is_window_max_of_quantile_plus_margin_per_replica():
+    s = VpaSettings(quantile=0.95, margin=0.10, min_cpu_millicpu=1)
+    fc = forecast(ramp())
+    rec = recommend_resource(fc, "cpu", 2, s, window_steps=12, bound_steps=24)
+    # peak in window: 2 cores * 1.2 (q0.95) * 1.1 margin / 2 replicas = 1.32 cores
+    assert rec.target == 1320
+    assert rec.lower == 1000  # q0.5 peak 2 / 2 replicas
+    assert rec.upper == 1430  # 2 * 1.3 (q0.99) * 1.1 / 2, exactly (no float-noise round-up)
+    assert rec.lower <= rec.target <= rec.upper
+    assert rec.reason.raw == 1320 and rec.reason.quantile == 0.95
+
+
+def test_peak_outside_the_window_is_ignored_by_the_target_but_not_by_the_upper_bound():
+    s = VpaSettings(quantile=0.9, margin=0.0, min_cpu_millicpu=1)
+    rec = recommend_resource(forecast(ramp()), "cpu", 1, s, window_steps=6, bound_steps=24)
+    assert rec.target == 1100  # steps 0..5 are flat at 1 core * 1.1
+    assert rec.upper == 2600
+
+
+def test_memory_never_below_the_last_day_peak():
+    s = VpaSettings(quantile=0.9, margin=0.0, min_memory_bytes=1)
+    cols = {q: np.full(12, 1e9) for q in QS}
+    rec = recommend_resource(forecast(cols), "memory", 2, s, 12, 12, memory_peak=3e9)
+    assert rec.target == 1_500_000_000  # peak 3 GB over 2 replicas beats the 0.5 GB forecast per pod
+    assert rec.floor == rec.target
+    assert "peak" in rec.reason.steps[0]
+
+
+def test_policy_caps_and_the_stock_minimum():
+    s = VpaSettings(quantile=0.5, margin=0.0, min_cpu_millicpu=25)
+    tiny = recommend_resource(forecast({q: np.full(12, 0.001) for q in QS}), "cpu", 1, s, 12, 12)
+    assert tiny.target == 25
+    policy = ContainerPolicy(min_allowed={"cpu": 300}, max_allowed={"cpu": 800})
+    low = recommend_resource(forecast({q: np.full(12, 0.1) for q in QS}), "cpu", 1, s, 12, 12, policy)
+    high = recommend_resource(forecast({q: np.full(12, 5.0) for q in QS}), "cpu", 1, s, 12, 12, policy)
+    assert (low.target, high.target) == (300, 800)
+    assert high.uncapped == 5000
+    assert 300 <= high.lower <= 800 and 300 <= high.upper <= 800
+
+
+def test_nan_forecast_raises_instead_of_recommending():
+    cols = ramp()
+    cols[0.95] = cols[0.95].copy()
+    cols[0.95][3] = np.nan
+    with pytest.raises(NonFiniteForecast):
+        recommend_resource(forecast(cols), "cpu", 1, VpaSettings(), 12, 24)
+
+
+def test_container_policy_exact_name_beats_wildcard():
+    vpa = {"spec": {"resourcePolicy": {"containerPolicies": [
+        {"containerName": "*", "mode": "Off"},
+        {"containerName": "app", "controlledResources": ["memory"], "maxAllowed": {"memory": "1Gi"}}]}}}
+    p = container_policy(vpa, "app")
+    assert p.mode == "Auto" and p.controlled == ("memory",) and p.max_allowed == {"memory": 2**30}
+    assert container_policy(vpa, "sidecar").mode == "Off"
+    assert container_policy({}, "x") == ContainerPolicy()
+
+
+def test_limit_change_bounds_each_step():
+    assert limit_change(1000, 100, 0.5, 4.0) == (500, "decrease limited to 0.5x of 1000: 500")
+    assert limit_change(1000, 9000, 0.5, 4.0)[0] == 4000
+    assert limit_change(1000, 900, 0.5, 4.0) == (900, None)
+    assert limit_change(None, 5, 0.5, 4.0) == (5, None)
+    assert limit_change(1000, 9000, 0.5, 4.0, floor=6000)[0] == 6000  # the memory floor wins
+
+
+def test_vpa_default_is_decaying_p90_plus_15_percent():
+    values = np.array([1.0] * 90 + [10.0] * 10)
+    ages = np.zeros(100)
+    assert vpa_default_request(values, ages) == pytest.approx(1.15)
+    # old high samples weigh less: samples a week old count 1/128 each
+    ages = np.array([0.0] * 90 + [168.0] * 10)
+    assert vpa_default_request(values, ages) == pytest.approx(1.15)
+    values = np.array([1.0] * 50 + [2.0] * 50)
+    ages = np.array([168.0] * 50 + [0.0] * 50)
+    assert vpa_default_request(values, ages) == pytest.approx(2.3)
