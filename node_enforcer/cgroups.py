@@ -158,7 +158,8 @@ class V1Driver(_Driver):
             if has_idle and alloc.cpu_idle:  # an idle group refuses cpu.shares writes (EINVAL): one or the other
                 out.desired.append(Desired(idle_path, "1"))
             if alloc.cpu_weight is not None and not (alloc.cpu_idle and has_idle):
-                shares = max(2, round(alloc.cpu_weight * 1024 / 100))  # weight 100 = shares 1024
+                # runc's mapping, inverted: weight = 1 + (shares - 2) * 9999 / 262142, so weight 1 = shares 2
+                shares = 2 + (alloc.cpu_weight - 1) * 262142 // 9999
                 out.desired.append(Desired(os.path.join(d, "cpu.shares"), str(shares)))
             if alloc.cpu_quota_millis is not None:
                 quota = alloc.cpu_quota_millis * CFS_PERIOD_US // 1000

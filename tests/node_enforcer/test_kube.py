@@ -1,0 +1,37 @@
+import pytest
+
+from node_enforcer.kube import Forbidden, KubeApi, KubeError, NotFound, TooManyRequests
+from tests.node_enforcer.conftest import make_pod_obj
+from tests.node_enforcer.fake_api import FakeApi
+
+
+def test_list_node_pods_uses_the_field_selector():
+    with FakeApi([make_pod_obj("a", node="n1"), make_pod_obj("b", node="n2")]) as fake:
+        pods = KubeApi(fake.api_client()).list_node_pods("n1")
+    assert [p.name for p in pods] == ["a"]
+    get = fake.requests[0]
+    assert get["path"] == "/api/v1/pods" and get["query"]["fieldSelector"] == ["spec.nodeName=n1"]
+
+
+def test_error_mapping():
+    with FakeApi([make_pod_obj("a", ns="x")]) as fake:
+        api = KubeApi(fake.api_client())
+        with pytest.raises(NotFound, match="evict x/nope: 404 pods 'nope' not found"):
+            api.evict("x", "nope")
+        fake.pdb_blocked.add("x/a")
+        with pytest.raises(TooManyRequests, match="disruption budget"):
+            api.evict("x", "a", dry_run=False)
+        assert "dryRun" not in fake.requests[-1]["query"]  # a real eviction when asked
+        fake.forbidden = True
+        with pytest.raises(Forbidden):
+            api.evict("x", "a")
+
+
+def test_unreachable_api_is_a_kube_error():
+    from kubernetes import client
+
+    cfg = client.Configuration()
+    cfg.host = "http://127.0.0.1:9"
+    cfg.retries = 0
+    with pytest.raises(KubeError, match="list pods of node n1"):
+        KubeApi(client.ApiClient(cfg)).list_node_pods("n1")
