@@ -153,18 +153,24 @@ def reclaim_loader(path: str | None, node: str,
     is ignored with a warning, so the pools fall back to requests and the reclaim floor."""
     from node_enforcer.reclaim import load_reclaim_plan
 
+    last: list[str] = [""]
+
+    def warn(msg: str) -> None:  # once per distinct problem, not every pass
+        log.log(logging.DEBUG if msg == last[0] else logging.WARNING, msg)
+        last[0] = msg
+
     def load() -> ReclaimLike | None:
         if not path:
             return None
         try:
             p = load_reclaim_plan(path, node or None)
         except TidewiseError as exc:
-            log.warning("reclaim plan ignored: %s", exc)
+            warn(f"reclaim plan ignored (pools follow requests and the floor): {exc}")
             return None
         if p.expired(now()):
-            log.warning("reclaim plan %s ignored: its window (%s + %d s) has passed", path, p.window_start,
-                        p.window_seconds)
+            warn(f"reclaim plan {path} ignored: its window ({p.window_start} + {p.window_seconds} s) has passed")
             return None
+        last[0] = ""
         return p
 
     return load

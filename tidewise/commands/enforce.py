@@ -135,10 +135,11 @@ def run(args: argparse.Namespace) -> int:
         list_pods = lambda: kube.list_node_pods(node)  # type: ignore[union-attr]  # noqa: E731
     else:
         list_pods = lambda: KubeletPods(s.kubelet_url, verify=s.kubelet_ca or True).list(node)  # noqa: E731
-    if s.reclaim_plan:
+    if s.reclaim_plan and (args.once or os.path.exists(s.reclaim_plan)):
         from node_enforcer.reclaim import load_reclaim_plan
 
-        load_reclaim_plan(s.reclaim_plan, node)  # fail now on a bad file; later passes only warn
+        # fail now on a bad file; in the loop a missing or stale plan only warns (pools follow requests)
+        load_reclaim_plan(s.reclaim_plan, node)
     writer = DryRunWriter() if s.dry_run else FileWriter()
     ev_settings = s.eviction()
     if s.dry_run:
