@@ -164,6 +164,11 @@ class ServingLoop:
                 rep.outcome, rep.reason = FROZEN, f"{name}: {exc}"
                 log.error("run frozen at step %s: %s; nothing written, last good decisions kept", name, exc)
                 break
+            except Exception as exc:  # noqa: BLE001 - a bug must not write half a run either
+                rep.steps.append(StepTiming(name, time.perf_counter() - t, False, repr(exc)))
+                rep.outcome, rep.reason = FROZEN, f"{name}: internal error {type(exc).__name__}: {exc}"
+                log.exception("run frozen at step %s by an internal error; nothing written", name)
+                break
         rep.registry = self.registry_label
         if rep.outcome == FROZEN:
             self.failures += 1
@@ -231,10 +236,15 @@ class ServingLoop:
         name = self.settings.vpa.recommender_name
         for v in state.vpas:
             if name in _recommenders(v):
-                ref = (v.get("spec") or {}).get("targetRef") or {}
+                ref = (v.get("spec") or {}).get("targetRef")
+                if not isinstance(ref, dict):
+                    continue
                 need.add((meta(v).get("namespace", "default"), ref.get("kind", ""), ref.get("name", "")))
         for h in state.hpas:
-            ref = (h.get("spec") or {}).get("scaleTargetRef") or {}
+            spec = h.get("spec")
+            ref = spec.get("scaleTargetRef") if isinstance(spec, dict) else None
+            if not isinstance(ref, dict):
+                continue  # malformed: reported by the recommend step
             need.add((meta(h).get("namespace", "default"), ref.get("kind", ""), ref.get("name", "")))
         if self.settings.reclaim.enabled:
             for pod in state.pods:
@@ -570,8 +580,9 @@ class ServingLoop:
 
 # helpers ---------------------------------------------------------------------------------------
 def _recommenders(vpa: dict[str, Any]) -> list[str]:
-    recs = (vpa.get("spec") or {}).get("recommenders") or []
-    return [r.get("name") for r in recs if isinstance(r, dict)]
+    spec = vpa.get("spec")
+    recs = spec.get("recommenders") if isinstance(spec, dict) else None
+    return [r.get("name") for r in recs if isinstance(r, dict)] if isinstance(recs, list) else []
 
 
 def _published_vpa(vpa: dict[str, Any]) -> dict[tuple[str, str], int]:

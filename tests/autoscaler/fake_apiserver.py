@@ -1,0 +1,200 @@
+"""A small HTTP fake of the few Kubernetes API endpoints Tidewise uses, for the real `kubernetes`
+client to talk to (DESIGN.md: no kube-apiserver can be installed here).
+
+It keeps objects by path, bumps `resourceVersion` on every write, answers a merge patch that
+carries a stale resourceVersion with 409 (as the API server does), applies status-subresource
+patches to `status` only, and records every request. `fail(method, pattern, status, times)` makes
+the next matching requests fail (404, 403, 409, 429 with Retry-After) before the real handling.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# kind -> (path prefix, plural, namespaced, api version)
+KINDS = {
+    "Node": ("/api/v1", "nodes", False, "v1"),
+    "Pod": ("/api/v1", "pods", True, "v1"),
+    "Deployment": ("/apis/apps/v1", "deployments", True, "apps/v1"),
+    "StatefulSet": ("/apis/apps/v1", "statefulsets", True, "apps/v1"),
+    "HorizontalPodAutoscaler": ("/apis/autoscaling/v2", "horizontalpodautoscalers", True, "autoscaling/v2"),
+    "VerticalPodAutoscaler": ("/apis/autoscaling.k8s.io/v1", "verticalpodautoscalers", True, "autoscaling.k8s.io/v1"),
+    "Lease": ("/apis/coordination.k8s.io/v1", "leases", True, "coordination.k8s.io/v1"),
+    "CustomNodeResource": ("/apis/node.katalyst.kubewharf.io/v1alpha1", "customnoderesources", False,
+                           "node.katalyst.kubewharf.io/v1alpha1"),
+}
+PLURAL = {v[1]: k for k, v in KINDS.items()}
+BUILTIN = {"Node", "Pod", "Deployment", "StatefulSet", "HorizontalPodAutoscaler", "Lease"}
+
+
+def object_path(obj: dict[str, Any]) -> str:
+    prefix, plural, namespaced, _ = KINDS[obj["kind"]]
+    md = obj["metadata"]
+    return f"{prefix}/namespaces/{md['namespace']}/{plural}/{md['name']}" if namespaced else f"{prefix}/{plural}/{md['name']}"
+
+
+def merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge(out.get(k), v)
+    return out
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    content_type: str
+    body: Any
+
+
+class FakeApiServer:
+    def __init__(self, objects: list[dict[str, Any]] = ()):
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.rv = 100
+        self.lock = threading.Lock()
+        self.requests: list[Request] = []
+        self.faults: list[list[Any]] = []  # [method, regex, status, remaining, headers]
+        for o in objects:
+            self.put(o)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def start(self) -> "FakeApiServer":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+    def put(self, obj: dict[str, Any]) -> dict[str, Any]:
+        obj = copy.deepcopy(obj)
+        self.rv += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
+        self.objects[object_path(obj)] = obj
+        return obj
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return self.objects[object_path({"kind": kind, "metadata": {"name": name, "namespace": namespace}})]
+
+    def fail(self, method: str, pattern: str, status: int, times: int = 1, headers: dict[str, str] | None = None) -> None:
+        self.faults.append([method, re.compile(pattern), status, times, headers or {}])
+
+    def writes(self, method: str | None = None) -> list[Request]:
+        return [r for r in self.requests if r.method in ("PATCH", "PUT", "POST") and (method is None or r.method == method)]
+
+    # HTTP ---------------------------------------------------------------------------------------
+    def _handle(self, method: str, path: str, ctype: str, body: Any) -> tuple[int, Any, dict[str, str]]:
+        self.requests.append(Request(method, path, ctype, body))
+        for f in self.faults:
+            if f[0] == method and f[1].search(path) and f[3] > 0:
+                f[3] -= 1
+                reason = {404: "NotFound", 403: "Forbidden", 409: "Conflict", 429: "TooManyRequests"}.get(f[2], "Error")
+                return f[2], status(f[2], reason, f"injected {reason} for {path}"), f[4]
+        sub = None
+        if path.endswith("/status"):
+            path, sub = path[: -len("/status")], "status"
+        m = re.fullmatch(r"(/api/v1|/apis/[^/]+/[^/]+)(?:/namespaces/([^/]+))?/([^/]+)(?:/([^/]+))?", path)
+        if not m:
+            return 404, status(404, "NotFound", f"no route {path}"), {}
+        prefix, ns, plural, name = m.groups()
+        kind = PLURAL.get(plural)
+        if kind is None or KINDS[kind][0] != prefix:
+            return 404, status(404, "NotFound", f"the server could not find the requested resource ({path})"), {}
+        if name is None and method == "GET":
+            items = [copy.deepcopy(o) for p, o in sorted(self.objects.items())
+                     if o["kind"] == kind and (ns is None or o["metadata"].get("namespace") == ns)]
+            if kind in BUILTIN:
+                for o in items:  # the API server omits kind/apiVersion on list items of built-in kinds
+                    o.pop("kind", None)
+                    o.pop("apiVersion", None)
+            return 200, {"kind": f"{kind}List", "apiVersion": KINDS[kind][3],
+                         "metadata": {"resourceVersion": str(self.rv)}, "items": items}, {}
+        if name is None and method == "POST":
+            obj = dict(body, kind=kind, apiVersion=KINDS[kind][3])
+            obj.setdefault("metadata", {})["namespace"] = ns
+            if object_path(obj) in self.objects:
+                return 409, status(409, "AlreadyExists", f"{plural} {obj['metadata']['name']} already exists"), {}
+            return 201, self.put(obj), {}
+        key = path
+        cur = self.objects.get(key)
+        if cur is None:
+            return 404, status(404, "NotFound", f'{plural} "{name}" not found'), {}
+        if method == "GET":
+            return 200, cur, {}
+        sent_rv = ((body or {}).get("metadata") or {}).get("resourceVersion")
+        if sent_rv is not None and sent_rv != cur["metadata"]["resourceVersion"]:
+            return 409, status(409, "Conflict", f'Operation cannot be fulfilled on {plural} "{name}": the object has '
+                                                "been modified; please apply your changes to the latest version"), {}
+        if method == "PUT":
+            new = dict(body, kind=kind, apiVersion=KINDS[kind][3])
+            return 200, self.put(new), {}
+        if method == "PATCH":
+            if ctype != "application/merge-patch+json":
+                return 415, status(415, "UnsupportedMediaType", f"this fake takes merge patches, got {ctype}"), {}
+            body = dict(body)
+            body.get("metadata", {}).pop("resourceVersion", None) if isinstance(body.get("metadata"), dict) else None
+            if sub == "status":
+                new = dict(cur, status=merge(cur.get("status"), body.get("status") or {}))
+            else:
+                new = merge(cur, {k: v for k, v in body.items() if k != "status"})
+            return 200, self.put(new), {}
+        return 405, status(405, "MethodNotAllowed", method), {}
+
+    def _handler(self):
+        fake = self
+
+        class H(BaseHTTPRequestHandler):
+            def _do(self, method: str) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(n) if n else b""
+                body = json.loads(raw) if raw else None
+                path = self.path.split("?")[0]
+                with fake.lock:
+                    code, out, headers = fake._handle(method, path, self.headers.get("Content-Type", ""), body)
+                data = json.dumps(out).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):  # noqa: N802
+                self._do("GET")
+
+            def do_PATCH(self):  # noqa: N802
+                self._do("PATCH")
+
+            def do_PUT(self):  # noqa: N802
+                self._do("PUT")
+
+            def do_POST(self):  # noqa: N802
+                self._do("POST")
+
+            def log_message(self, *a):
+                pass
+
+        return H
+
+
+def status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason, "code": code}
