@@ -1,0 +1,148 @@
+"""The node enforcer on this machine's real cgroup v1 hierarchy (cpuset, cpu, memory).
+
+Each test builds its own uniquely named sub-tree with real `sleep` processes standing in for
+containers, applies a plan, checks the kernel's view (affinity, quota, memory limit,
+oom_score_adj), checks that a re-run writes nothing, and removes everything in a finaliser. If the
+cgroups are not writable the tests fail, saying so: they are writable here and in CI.
+"""
+import os
+
+import pytest
+
+from node_enforcer.agent import Agent, EnforcerSettings
+from node_enforcer.enforce import enforce
+from node_enforcer.policy import PolicySettings, plan
+from node_enforcer.topology import read_topology
+from node_enforcer.writers import DryRunWriter, FileWriter
+from predictor.types import ReclaimPlan
+from tests.node_enforcer.conftest import make_pod
+from tests.node_enforcer.realcgroups import V1_ROOT, CgroupsNotWritable, RealTree, leftovers
+
+pytestmark = pytest.mark.integration
+MiB = 2**20
+
+
+@pytest.fixture
+def tree(request):
+    conv = getattr(request, "param", "cgroupfs")
+    try:
+        t = RealTree(1, conv)
+    except CgroupsNotWritable as exc:
+        pytest.fail(str(exc))
+    request.addfinalizer(lambda: (t.close(), _assert_clean(t.name)))
+    return t
+
+
+def _assert_clean(name):
+    assert leftovers([name]) == [], f"cgroup sub-tree {name} was not removed"
+
+
+@pytest.fixture(scope="module")
+def topo():
+    t = read_topology("/sys")
+    assert len(t.cpus) >= 2, "these tests split the machine's CPUs into pools: they need at least 2"
+    return t
+
+
+def _read(path):
+    with open(path) as fh:
+        return fh.read().strip()
+
+
+@pytest.mark.parametrize("tree", ["cgroupfs", "systemd"], indirect=True)
+def test_shared_and_reclaimed_pools_on_real_cgroups(tree, topo):
+    web = make_pod("web", cpu="500m", memory="64Mi", k8s_qos="Burstable")
+    batch = make_pod("batch", "reclaimed_cores", mem_enh={"oom_priority": -500}, k8s_qos="BestEffort")
+    web_pids, batch_pids = tree.add_pod(web), tree.add_pod(batch)
+    settings = PolicySettings(reserved_cpus=0, reclaim_floor_cpus=1, share_headroom=0)
+    reclaim = ReclaimPlan("n1", "2026-11-30T00:00:00Z", 3600, reclaimed_millicpu=1000,
+                          reclaimed_memory_bytes=256 * MiB, shared_demand_millicpu=500)
+    alloc = plan(topo, [web, batch], reclaim, settings)
+    share, pool = alloc.pools["share"], alloc.pools["reclaim"]
+    assert share and pool and not share & pool
+    driver = tree.driver()
+    rep = enforce(alloc, [web, batch], driver, FileWriter())
+    assert not rep.errors and not rep.missing and rep.changes
+
+    assert os.sched_getaffinity(web_pids[0]) == set(share)
+    assert os.sched_getaffinity(batch_pids[0]) == set(pool)
+    cpu_dir = driver.pod_dir(batch, "cpu")
+    assert int(_read(f"{cpu_dir}/cpu.cfs_quota_us")) == len(pool) * 100_000
+    if os.path.exists(f"{cpu_dir}/cpu.idle"):
+        assert _read(f"{cpu_dir}/cpu.idle") == "1"
+    else:
+        assert _read(f"{cpu_dir}/cpu.shares") == "2"
+    assert int(_read(f"{driver.pod_dir(batch, 'memory')}/memory.limit_in_bytes")) == 256 * MiB
+    assert _read(f"/proc/{batch_pids[0]}/oom_score_adj") == "500"
+    assert int(_read(f"{driver.pod_dir(web, 'memory')}/memory.limit_in_bytes")) > 2**60  # online pods untouched
+
+    again = enforce(alloc, [web, batch], driver, FileWriter())
+    assert again.changes == [] and not again.errors
+
+
+def test_dedicated_pod_gets_exclusive_cores_and_keeps_them_across_restarts(tree, topo, tmp_path):
+    db = make_pod("db", "dedicated_cores", cpu="1", memory="32Mi", limit_cpu="1", limit_memory="32Mi")
+    web = make_pod("web", cpu="200m", k8s_qos="Burstable")
+    db_pids, web_pids = tree.add_pod(db), tree.add_pod(web)
+    s = EnforcerSettings(node="n1", checkpoint=str(tmp_path / "ck.json"), reserved_cpus=0, reclaim_floor_cpus=0)
+    agent = Agent(s, topo, lambda: [db, web], tree.driver(), FileWriter())
+    first = agent.reconcile_once()
+    assert not first.report.errors and first.checkpoint_written
+    mine = first.allocation.pod("default/db").cpus
+    assert os.sched_getaffinity(db_pids[0]) == set(mine)
+    assert not os.sched_getaffinity(web_pids[0]) & set(mine)  # exclusive
+    assert agent.reconcile_once().report.changes == []
+
+    # restart with a higher-priority dedicated newcomer: the running pod is not moved
+    vip = make_pod("vip", "dedicated_cores", cpu="1", priority=1000, limit_cpu="1", limit_memory="32Mi",
+                   memory="32Mi")
+    tree.add_pod(vip)
+    restarted = Agent(s, topo, lambda: [db, web, vip], tree.driver(), FileWriter())
+    res = restarted.reconcile_once()
+    assert res.restored.source == "checkpoint"
+    assert res.allocation.pod("default/db").cpus == mine
+    assert os.sched_getaffinity(db_pids[0]) == set(mine)
+
+    # a corrupt checkpoint is rebuilt from the cgroups themselves
+    (tmp_path / "ck.json").write_text("garbage")
+    again = Agent(s, topo, lambda: [db, web, vip], tree.driver(), FileWriter()).reconcile_once()
+    assert again.restored.source == "cgroups" and again.allocation.pod("default/db").cpus == mine
+    assert not any(db.uid in c.path and "cpuset" in c.path for c in again.report.changes)
+
+
+def test_dry_run_on_real_cgroups_changes_nothing(tree, topo):
+    batch = make_pod("batch", "reclaimed_cores", limit_memory="128Mi", k8s_qos="BestEffort")
+    pids = tree.add_pod(batch)
+    before = os.sched_getaffinity(pids[0])
+    mem = f"{tree.driver().pod_dir(batch, 'memory')}/memory.limit_in_bytes"
+    limit_before = _read(mem)
+    alloc = plan(topo, [batch], settings=PolicySettings(reserved_cpus=0, reclaim_floor_cpus=1))
+    w = DryRunWriter()
+    rep = enforce(alloc, [batch], tree.driver(), w)
+    assert any(c.path == mem and c.new == str(128 * MiB) for c in rep.changes)
+    assert os.sched_getaffinity(pids[0]) == before and _read(mem) == limit_before
+
+
+def test_cpuset_move_between_disjoint_sets(tree, topo):
+    """Moving a running pod from one cpu to a disjoint one passes through the kernel's v1 rules."""
+    web = make_pod("web", cpu="100m", k8s_qos="Burstable")
+    pids = tree.add_pod(web)
+    driver = tree.driver()
+    cpus = sorted(topo.cpus)
+    for target in ([cpus[0]], [cpus[-1]], [cpus[0]]):
+        alloc = plan(topo, [web], settings=PolicySettings(reserved_cpus=0, reclaim_floor_cpus=0))
+        alloc = type(alloc)(pools=alloc.pools, dedicated={}, pods=(
+            type(alloc.pods[0])(**{**alloc.pods[0].__dict__, "cpus": frozenset(target)}),))
+        rep = enforce(alloc, [web], driver, FileWriter())
+        assert not rep.errors, rep.errors
+        assert os.sched_getaffinity(pids[0]) == set(target)
+
+
+def test_unwritable_cgroups_fail_with_a_clear_message(monkeypatch):
+    """The fixture's guard: a hierarchy we cannot write is reported, not skipped."""
+    import tests.node_enforcer.realcgroups as rc
+
+    monkeypatch.setattr(rc, "V1_ROOT", "/proc/no-cgroups-here")
+    with pytest.raises(CgroupsNotWritable, match="need root and a writable cgroup v1 hierarchy"):
+        rc.RealTree(1)
+    assert os.path.isdir(V1_ROOT)

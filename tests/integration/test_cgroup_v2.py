@@ -1,0 +1,59 @@
+"""The v2 driver on the machine's real unified mount (/sys/fs/cgroup/unified), for what it offers.
+
+Here the cpu, cpuset and memory controllers are bound to the v1 hierarchies, so the unified mount
+offers cgroup.procs and PSI (memory.pressure) but no cpu.max/memory.max: the driver must report
+those files as unsupported (no error, no write), still find the pods' processes (oom_score_adj),
+and read the cgroup's PSI. The full v2 file set is tested on a v2-shaped tree in
+tests/node_enforcer/test_cgroups.py.
+"""
+import os
+
+import pytest
+
+from node_enforcer.enforce import enforce
+from node_enforcer.eviction import read_pressure
+from node_enforcer.policy import PolicySettings, plan
+from node_enforcer.topology import read_topology
+from node_enforcer.writers import FileWriter
+from tests.node_enforcer.conftest import make_pod
+from tests.node_enforcer.realcgroups import V2_ROOT, CgroupsNotWritable, RealTree, leftovers
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def tree(request):
+    if not os.path.exists(os.path.join(V2_ROOT, "cgroup.controllers")):
+        pytest.fail(f"no cgroup v2 mount at {V2_ROOT}: these tests need one (it exists on this machine and in CI)")
+    try:
+        t = RealTree(2, "systemd")
+    except CgroupsNotWritable as exc:
+        pytest.fail(str(exc))
+    request.addfinalizer(lambda: (t.close(), _clean(t.name)))
+    return t
+
+
+def _clean(name):
+    assert leftovers([name]) == []
+
+
+def test_v2_driver_on_the_real_unified_mount(tree):
+    topo = read_topology("/sys")
+    batch = make_pod("batch", "reclaimed_cores", limit_memory="64Mi", mem_enh={"oom_priority": -200},
+                     k8s_qos="BestEffort")
+    pids = tree.add_pod(batch)
+    driver = tree.driver()
+    alloc = plan(topo, [batch], settings=PolicySettings(reserved_cpus=0, reclaim_floor_cpus=1))
+    rep = enforce(alloc, [batch], driver, FileWriter())
+    assert not rep.errors and not rep.missing
+    offered = set(open(os.path.join(V2_ROOT, "cgroup.controllers")).read().split())
+    expected_missing = {"cpuset.cpus", "cpuset.mems", "cpu.max", "memory.max", "memory.high"}
+    if "cpu" not in offered:
+        assert expected_missing <= {os.path.basename(u) for u in rep.unsupported}
+    assert [c.path for c in rep.changes] == [f"/proc/{pids[0]}/oom_score_adj"]
+    with open(f"/proc/{pids[0]}/oom_score_adj") as fh:
+        assert fh.read().strip() == "200"
+    assert enforce(alloc, [batch], driver, FileWriter()).changes == []
+    # the pod's own PSI, as eviction reads it
+    p = read_pressure("/proc", psi_path=os.path.join(driver.pod_dir(batch), "memory.pressure"))
+    assert p.psi_some_avg10 is not None and 0.0 <= p.psi_some_avg10 <= 100.0
