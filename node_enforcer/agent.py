@@ -41,7 +41,9 @@ class EnforcerSettings:
     cgroup_root: str = "/sys/fs/cgroup"
     cgroup_driver: str = "cgroupfs"  # the kubelet's --cgroup-driver: cgroupfs | systemd
     cgroup_version: int = 0  # 0 = detect (2 when the root has cgroup.controllers)
-    cgroup_parent: str = ""  # folder under each hierarchy that holds kubepods[.slice]
+    # folder under each hierarchy that holds kubepods[.slice]; a mapping gives one per v1 controller
+    # (`{cpuset: a, memory: b, "*": default}`), for nodes whose hierarchies differ
+    cgroup_parent: str | dict[str, str] = ""
     proc_root: str = "/proc"
     checkpoint: str = "/var/lib/tidewise/enforcer-checkpoint.json"
     reclaim_plan: str | None = None  # the serving loop's ReclaimPlan for this node (JSON)
