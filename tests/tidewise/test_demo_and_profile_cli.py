@@ -1,0 +1,37 @@
+import json
+
+import pandas as pd
+
+from tests.conftest import run_cli
+
+
+def test_demo_writes_every_output(tmp_path):
+    out = tmp_path / "demo"
+    r = run_cli("demo", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    hist = pd.read_parquet(out / "history.parquet")
+    fc = pd.read_csv(out / "forecasts.csv")
+    profiles = json.loads((out / "profiles.json").read_text())
+    html = (out / "report.html").read_text()
+    series = set(hist["series"])
+    workloads = {s.rsplit("/", 2)[0] for s in series}
+    assert len(workloads) >= 12 and len({s.split("/")[0] for s in series}) >= 3
+    assert set(fc["series"]) == series and set(profiles) == series
+    assert (fc.groupby("series").size() == 288).all()
+    assert {"tidal", "flat", "bursty", "trending"} <= {p["class"] for p in profiles.values()}
+    assert html.count("<img") >= len(workloads) and "http://" not in html and "https://" not in html
+    assert "workload" in r.stdout and "tidal" in r.stdout  # the summary table
+
+
+def test_profile_command_writes_json(tmp_path):
+    idx = pd.date_range("2024-01-01", periods=3 * 288, freq="5min", tz="UTC")
+    inp = tmp_path / "h.csv"
+    pd.DataFrame({"series": "a", "timestamp": idx.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                  "value": 1 + (idx.hour >= 12)}).to_csv(inp, index=False)
+    out = tmp_path / "p.json"
+    r = run_cli("profile", "--input", str(inp), "--output", str(out))
+    assert r.returncode == 0, r.stderr
+    p = json.loads(out.read_text())["a"]
+    assert p["class"] in {"tidal", "flat", "bursty", "trending", "insufficient-history"}
+    assert p["peak_window"]["start"] == "12:00"
+    assert "profiled 1 series" in r.stderr
