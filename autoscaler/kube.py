@@ -89,8 +89,16 @@ class Kube:
 
     def __init__(self, api_client: Any, *, sleep: Callable[[float], None] = time.sleep, max_retries: int = 4,
                  backoff_seconds: float = 1.0, max_backoff_seconds: float = 30.0, request_timeout: float = 30.0):
+        import urllib3
         from kubernetes import client
+        from kubernetes.client import rest
 
+        # 429 and Retry-After are handled here (counted, bounded, with an injectable sleep), so urllib3
+        # must not retry on status by itself: it would sleep out of sight. Connection errors still retry.
+        cfg = api_client.configuration
+        cfg.retries = urllib3.Retry(total=3, connect=3, read=0, status=0, redirect=3,
+                                    respect_retry_after_header=False, raise_on_status=False)
+        api_client.rest_client = rest.RESTClientObject(cfg)
         self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
         self.apps = client.AppsV1Api(api_client)
