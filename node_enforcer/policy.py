@@ -8,7 +8,8 @@ Pools, in the order they are carved out of the machine's cores:
    be met is refused with its reason (no partial allocation) and the pod runs in `share`;
 3. `reclaim` — what the shared pool's demand leaves, capped by the reclaim plan, never below
    `reclaim_floor_cpus`; it shrinks first when the shared demand (its forecast) grows;
-4. `share` — everything else, for `shared_cores` pods.
+4. `share` — everything else, for `shared_cores` pods; a `cpuset_pool` name gets its own
+   `share-<name>` pool carved from it (whole cores, sized by its pods' requests).
 
 Deterministic and stable: pods are visited in a fixed order; a dedicated pod keeps the cores it
 already holds (from the previous allocation or the checkpoint) while they stay valid; the reclaim
@@ -60,7 +61,7 @@ class PodAllocation:
     uid: str
     key: str  # namespace/name
     qos: str  # the resolved QosLevel value
-    pool: str  # reserve | dedicated | share | reclaim
+    pool: str  # reserve | dedicated | share | share-<cpuset_pool> | reclaim
     cpus: frozenset[int]
     mems: frozenset[int]
     cpu_weight: int | None = None  # v2 scale 1..10000; None = leave the kubelet's value
@@ -92,7 +93,7 @@ class Refusal:
 class CpuAllocation:
     """The plan: pools, each pod's cpuset/mems/limits, refusals and malformed annotations."""
 
-    pools: Mapping[str, frozenset[int]]  # reserve, share, reclaim
+    pools: Mapping[str, frozenset[int]]  # reserve, share, reclaim, share-<cpuset_pool>...
     dedicated: Mapping[str, frozenset[int]]  # pod uid -> its exclusive cpus
     pods: tuple[PodAllocation, ...]
     refused: tuple[Refusal, ...] = ()
@@ -247,6 +248,35 @@ class _Planner:
         return share_cpus, reclaim_cpus
 
 
+def _named_share_pools(topology: Topology, s: PolicySettings, share: frozenset[int], reclaim_pool: frozenset[int],
+                       pods: Sequence[Pod], specs: Mapping[str, QosSpec], notes: list[str],
+                       ) -> tuple[dict[str, frozenset[int]], frozenset[int]]:
+    """Carve `share-<name>` pools for `cpuset_pool` names out of the share pool (whole cores, lowest
+    first, sized by their pods' requests plus headroom, at least one core), as long as the plain
+    share pool keeps `min_share_cpus`; returns (named pools, what is left of the share pool)."""
+    demand: dict[str, int] = {}
+    for p in pods:
+        name = specs[p.uid].cpuset_pool
+        if name:
+            demand[name] = demand.get(name, 0) + p.cpu_request_millis
+    if not demand:
+        return {}, share
+    tpc = topology.threads_per_core
+    # only cores wholly in the share pool and not overlapped by the reclaim pool are carved
+    cores = [c for c in topology.cores if set(c.cpus) <= share and not set(c.cpus) & reclaim_pool]
+    keep = math.ceil(s.min_share_cpus / tpc) if s.min_share_cpus > 0 else 0
+    named: dict[str, frozenset[int]] = {}
+    for name in sorted(demand):
+        need = max(1, math.ceil(math.ceil(demand[name] * (1 + s.share_headroom) / 1000) / tpc))
+        if len(cores) - need < keep:
+            notes.append(f"cpuset_pool {name!r} needs {need} core(s); the share pool cannot spare them")
+            continue
+        taken, cores = cores[:need], cores[need:]
+        named[f"share-{name}"] = _threads(taken)
+    left = share - frozenset(c for cpus in named.values() for c in cpus)
+    return named, left
+
+
 def _order(pod: Pod) -> tuple[Any, ...]:
     return (-pod.priority, pod.created or "~", pod.namespace, pod.name, pod.uid)
 
@@ -304,6 +334,8 @@ def plan(
         share = reserve
         plan_notes.append("no core left for the share pool: shared pods run on the reserve pool")
     reclaimed_cpus = reclaim_pool or share  # floor 0 and no room: batch runs on the share pool at weight 1
+    named, share = _named_share_pools(topology, s, share, reclaim_pool,
+                                      [p for p in shared_pods if p.uid not in refused_uids], specs, plan_notes)
 
     out: list[PodAllocation] = []
     numa_load = {n: 0 for n in topology.numa_nodes}
@@ -336,18 +368,25 @@ def plan(
         else:
             if pod.uid in refused_uids:
                 notes.append("dedicated_cores refused; running in the share pool")
-            cpus, mems = share, all_mems
+            pool_name = "share"
+            if spec.cpuset_pool and pod.uid not in refused_uids:
+                if f"share-{spec.cpuset_pool}" in named:
+                    pool_name = f"share-{spec.cpuset_pool}"
+                else:
+                    notes.append(f"cpuset_pool {spec.cpuset_pool!r} has no room of its own; in the share pool")
+            pool_cpus = named.get(pool_name, share)
+            cpus, mems = pool_cpus, all_mems
             if spec.numa_binding and len(topology.numa_nodes) > 1:
-                # bind to the node with the least shared demand bound so far that has share cpus
-                options = [n for n in topology.numa_nodes if share & topology.numa_cpus[n]]
+                # bind to the node with the least shared demand bound so far that has cpus in the pool
+                options = [n for n in topology.numa_nodes if pool_cpus & topology.numa_cpus[n]]
                 if options:
                     node = min(options, key=lambda n: (numa_load[n], n))
                     numa_load[node] += pod.cpu_request_millis
-                    cpus, mems = share & topology.numa_cpus[node], frozenset({node})
+                    cpus, mems = pool_cpus & topology.numa_cpus[node], frozenset({node})
                 else:
                     notes.append("numa_binding: no NUMA node has share cpus; not bound")
-            out.append(PodAllocation(pod.uid, pod.key, spec.level.value, "share", cpus, mems,
+            out.append(PodAllocation(pod.uid, pod.key, spec.level.value, pool_name, cpus, mems,
                                      oom_score_adj=oom, notes=tuple(notes)))
-    pools = {"reserve": reserve, "share": share, "reclaim": reclaim_pool}
+    pools = {"reserve": reserve, "share": share, "reclaim": reclaim_pool, **named}
     return CpuAllocation(pools=pools, dedicated=dedicated, pods=tuple(out), refused=tuple(refused),
                          problems=problems, notes=tuple(plan_notes))

@@ -210,7 +210,7 @@ def test_tiny_machine_overlaps_reclaim_with_share():
 pod_strategy = st.tuples(
     st.sampled_from([DED, "shared_cores", "reclaimed_cores", "system_cores"]),
     st.integers(0, 20),  # cpus
-    st.booleans(), st.booleans(), st.integers(-5, 5))
+    st.booleans(), st.booleans(), st.integers(-5, 5), st.sampled_from([None, None, "flink", "etl"]))
 
 
 @settings(max_examples=60, deadline=None)
@@ -218,15 +218,21 @@ pod_strategy = st.tuples(
 def test_invariants_on_the_four_numa_machine(specs, demand, cap):
     topo = _four_numa()
     pods = []
-    for i, (qos, cpus, bind, excl, prio) in enumerate(specs):
+    for i, (qos, cpus, bind, excl, prio, pool) in enumerate(specs):
         enh = {"numa_binding": bind or excl, "numa_exclusive": excl and qos == DED} if qos in (DED, "shared_cores") else None
-        pods.append(make_pod(f"p{i}", qos, cpu=str(cpus) if cpus else None, priority=prio, mem_enh=enh))
+        cpu_enh = {"cpuset_pool": pool} if pool and qos == "shared_cores" else None
+        pods.append(make_pod(f"p{i}", qos, cpu=str(cpus) if cpus else None, priority=prio, mem_enh=enh, cpu_enh=cpu_enh))
     a = plan(topo, pods, rp(millicpu=cap, demand=demand))
     ded = [c for cpus in a.dedicated.values() for c in cpus]
     assert len(ded) == len(set(ded))
-    assert not set(ded) & (a.pools["reserve"] | a.pools["share"] | a.pools["reclaim"])
+    named = [v for k, v in a.pools.items() if k.startswith("share-")]
+    union = a.pools["reserve"] | a.pools["share"] | a.pools["reclaim"] | frozenset().union(*named)
+    assert not set(ded) & union
     assert not a.pools["reserve"] & (a.pools["share"] | a.pools["reclaim"])
-    assert set(ded) | a.pools["reserve"] | a.pools["share"] | a.pools["reclaim"] == topo.cpus
+    for i, pool in enumerate(named):  # named pools are exclusive of every other pool
+        others = a.pools["reserve"] | a.pools["share"] | a.pools["reclaim"] | frozenset().union(*named[:i], *named[i + 1:])
+        assert pool and not pool & others and whole_cores(topo, pool)
+    assert set(ded) | union == topo.cpus
     assert len(a.pools["reclaim"]) >= min(2, len(topo.cpus - a.pools["reserve"] - set(ded)))
     for p in a.pods:
         assert p.cpus, p  # every pod runs somewhere
@@ -234,7 +240,10 @@ def test_invariants_on_the_four_numa_machine(specs, demand, cap):
             assert whole_cores(topo, p.cpus)
     assert {r.uid for r in a.refused}.isdisjoint(a.dedicated)
     assert all(r.reason for r in a.refused)
-    assert plan(topo, pods, rp(millicpu=cap, demand=demand), previous=a.dedicated) == a
+    again = plan(topo, pods, rp(millicpu=cap, demand=demand), previous=a.dedicated)
+    # nothing moves; only a refusal's free-core counts may read differently (kept pods go first)
+    assert (again.pools, again.dedicated, again.pods) == (a.pools, a.dedicated, a.pods)
+    assert [r.uid for r in again.refused] == [r.uid for r in a.refused]
 
 
 _CACHE: dict = {}
@@ -242,3 +251,18 @@ _CACHE: dict = {}
 
 def _four_numa():
     return _CACHE.get("t") or _CACHE.setdefault("t", read_topology(FOUR_NUMA))
+
+
+def test_cpuset_pool_gets_its_own_share_pool(two_socket):
+    pods = [make_pod("web", cpu="2"), make_pod("f1", cpu="1500m", cpu_enh={"cpuset_pool": "flink"}),
+            make_pod("f2", cpu="1", cpu_enh={"cpuset_pool": "flink"}), make_pod("b", "reclaimed_cores")]
+    a = plan(two_socket, pods, rp(demand=10000))
+    flink = a.pools["share-flink"]
+    assert len(flink) == 4 and whole_cores(two_socket, flink)  # 2.5 cpus + 10% -> 3 threads -> 2 cores
+    assert not flink & (a.pools["share"] | a.pools["reclaim"] | a.pools["reserve"])
+    assert a.pod("default/f1").cpus == flink and a.pod("default/f1").pool == "share-flink"
+    assert a.pod("default/web").cpus == a.pools["share"]
+    # no room: the pool is not made, its pods stay in the share pool with a note
+    tight = plan(two_socket, pods, rp(demand=10000), settings=PolicySettings(min_share_cpus=24))
+    assert "share-flink" not in tight.pools and tight.pod("default/f1").pool == "share"
+    assert any("cannot spare" in n for n in tight.notes) and "no room of its own" in tight.pod("default/f1").notes[0]
