@@ -96,6 +96,8 @@ def resource_recommend_change(vpa: Obj, decision: VpaDecision, recommender: str,
     status = {
         "recommendResources": {"containerRecommendations": recs},
         "lastRecommendationTime": now_iso,
+        # required by the CRD; Tidewise derives the spec from the VPA and never edits it: generation 1
+        "observedGeneration": 1,
         "conditions": [{"type": "RecommendationProvided", "status": "True", "lastTransitionTime": now_iso,
                         "reason": CONDITION_REASON, "message": _message(decision)}],
     }

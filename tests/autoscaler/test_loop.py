@@ -290,3 +290,33 @@ def test_vpa_decrease_is_limited_per_step(objects, history):
     d = next(d for d in rep.vpa if d.name == vpa["metadata"]["name"])
     assert d.containers[0].resources["cpu"].target == 7500  # half of 15 cores, not the forecast
     assert "decrease limited" in d.containers[0].resources["cpu"].reason.summary()
+
+
+def test_katalyst_objects_validate_against_their_crds(objects, history, tmp_path):
+    s = ServeSettings()
+    s.reclaim.write_cnr = True
+    s.vpa.write_resource_recommend = True
+    sink = FileSink(str(tmp_path))
+    rep = loop_for(objects, history, sink, settings=s).run_once()
+    kinds = [c.kind for c in rep.changes]
+    assert kinds.count("CustomNodeResource") == 2 and kinds.count("ResourceRecommend") == 6
+    for c in rep.changes:
+        validate_object(c.obj)
+    cnr = next(c.obj for c in rep.changes if c.kind == "CustomNodeResource")
+    zones = cnr["status"]["topologyZone"][0]["children"]
+    total = int(cnr["status"]["resources"]["allocatable"]["resource.katalyst.kubewharf.io/reclaimed_millicpu"])
+    assert sum(int(z["resources"]["allocatable"]["resource.katalyst.kubewharf.io/reclaimed_millicpu"])
+               for z in zones) == total
+
+
+def test_an_invalid_object_would_be_caught_by_the_validation():
+    # the validation used above is not vacuous: a VPA with a malformed quantity is refused
+    bad = {"apiVersion": "autoscaling.k8s.io/v1", "kind": "VerticalPodAutoscaler", "metadata": {"name": "x"},
+           "spec": {"targetRef": {"kind": "Deployment", "name": "x"}},
+           "status": {"recommendation": {"containerRecommendations": [{"containerName": "c",
+                                                                        "target": {"cpu": "1.5 cores"}}]}}}
+    with pytest.raises(AssertionError):
+        validate_object(bad)
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}, "status": {"allocatable": {"cpu": []}}}
+    with pytest.raises(Exception):
+        validate_object(node)

@@ -1,0 +1,66 @@
+"""Read a replay input: long `series,timestamp,value[,per_replica][,start]`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from predictor.errors import InputError
+from predictor.history import History, read_long_file, regularize, validate_long
+
+DEFAULT_REPLAY = pd.Timedelta("7d")  # without `start`, the last 7 days of each series are replayed
+
+
+@dataclass
+class ReplayInput:
+    history: History  # regular 5-minute series (NaN gaps)
+    start: dict[str, pd.Timestamp]  # first decision time of each series
+    end: dict[str, pd.Timestamp]  # end of each series' data (exclusive: last timestamp + step)
+    per_replica: dict[str, float]  # HPA only: demand one replica serves at 100% utilisation
+    raw: dict[str, pd.Series]  # the samples as given (before resampling), for minute-level replays
+
+
+def load_replay_input(path: str, step: pd.Timedelta, *, need_per_replica: bool = False) -> ReplayInput:
+    raw = read_long_file(path)
+    parquet = path.lower().endswith((".parquet", ".pq"))
+    frame = validate_long(raw, path, parquet=parquet, allow_negative=False)
+    if need_per_replica and "per_replica" not in frame.columns:
+        raise InputError(f"input {path} has no column 'per_replica': replay hpa needs the demand one replica "
+                         "serves at 100% utilisation, on every row")
+    history = regularize(frame, step)
+    starts: dict[str, pd.Timestamp] = {}
+    ends: dict[str, pd.Timestamp] = {}
+    pers: dict[str, float] = {}
+    raws: dict[str, pd.Series] = {}
+    for key, g in frame.groupby("series", sort=True):
+        key = str(key)
+        if key not in history.series:
+            continue
+        s = history.series[key]
+        ends[key] = s.index[-1] + step
+        raws[key] = pd.Series(g["value"].to_numpy(), index=pd.DatetimeIndex(g["timestamp"])).dropna()
+        if "start" in g.columns and g["start"].notna().any():
+            values = g["start"].dropna().astype(str).str.strip().unique()
+            if len(values) != 1:
+                raise InputError(f"input {path}: series {key!r} has {len(values)} different `start` values; "
+                                 "give the same first decision time on every row of a series")
+            try:
+                t = pd.Timestamp(values[0])
+            except ValueError:
+                raise InputError(f"input {path}: series {key!r} start {values[0]!r} does not parse; use ISO-8601 UTC") from None
+            starts[key] = t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
+        else:
+            starts[key] = (ends[key] - DEFAULT_REPLAY).ceil(step)
+        if starts[key] >= ends[key]:
+            raise InputError(f"input {path}: series {key!r} starts replaying at {starts[key]}, after its data ends")
+        if starts[key] <= s.index[0]:
+            raise InputError(f"input {path}: series {key!r} has no history before its start {starts[key]}; "
+                             "a decision needs data before it")
+        if need_per_replica:
+            per = pd.to_numeric(g["per_replica"], errors="coerce").dropna().unique()
+            if len(per) != 1 or not np.isfinite(per[0]) or per[0] <= 0:
+                raise InputError(f"input {path}: series {key!r} needs one positive per_replica value "
+                                 f"(found {list(per)[:3]})")
+            pers[key] = float(per[0])
+    return ReplayInput(history, starts, ends, pers, raws)
