@@ -169,8 +169,10 @@ def cnr_change(plan: ReclaimPlan, settings: ReclaimSettings, now_iso: str) -> Ch
         status["topologyZone"] = [{"type": "Socket", "name": "0", "children": [
             {"type": "Numa", "name": str(i), "resources": res(n.millicpu, n.memory_bytes)}
             for i, n in sorted(plan.numa.items())]}]
+    # topologyPolicy belongs to Katalyst's agent: the patch leaves it alone; the whole object shows
+    # the CRD's default so that it validates as a file
     obj = {"apiVersion": "node.katalyst.kubewharf.io/v1alpha1", "kind": "CustomNodeResource",
            "metadata": {"name": plan.node, "annotations": {ANNOTATION_REASON: json.dumps(plan.reasons)[:MAX_MESSAGE]}},
-           "status": status}
+           "status": {"topologyPolicy": "none", **status}}
     return Change("CustomNodeResource", obj["apiVersion"], None, plan.node, obj, {"status": status},
                   subresource="status", reasons={"plan": plan.to_dict(), "at": now_iso})
