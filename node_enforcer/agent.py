@@ -45,6 +45,9 @@ class EnforcerSettings:
     # (`{cpuset: a, memory: b, "*": default}`), for nodes whose hierarchies differ
     cgroup_parent: str | dict[str, str] = ""
     proc_root: str = "/proc"
+    # memory PSI file for eviction; None = <proc_root>/pressure/memory (the whole node). A cgroup's
+    # own file (e.g. kubepods' memory.pressure on v2) measures the pods' stalls only.
+    psi_path: str | None = None
     checkpoint: str = "/var/lib/tidewise/enforcer-checkpoint.json"
     reclaim_plan: str | None = None  # the serving loop's ReclaimPlan for this node (JSON)
     interval_seconds: float = 5.0  # reconcile period: cgroups drift (kubelet rewrites) within seconds
@@ -91,7 +94,7 @@ class Agent:
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.s, self.topology, self.list_pods, self.driver, self.writer = settings, topology, list_pods, driver, writer
         self.reclaim, self.evictor, self.clock = reclaim, evictor, clock
-        self.read_pressure = read_pressure_fn or (lambda: read_pressure(settings.proc_root))
+        self.read_pressure = read_pressure_fn or (lambda: read_pressure(settings.proc_root, settings.psi_path))
         self.resolver = QosResolver()
         self.previous: dict[str, frozenset[int]] | None = None  # None until restored
         self.last: CpuAllocation | None = None

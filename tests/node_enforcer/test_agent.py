@@ -108,3 +108,18 @@ def test_reclaim_loader_ignores_expired_and_bad_plans(tmp_path, caplog):
     path.write_text("{")
     assert reclaim_loader(str(path), "n1", now=at(8))() is None
     assert reclaim_loader(None, "n1")() is None
+
+
+def test_agent_reads_pressure_from_the_configured_psi_file(tmp_path, two_socket):
+    pods = [make_pod("batch", "reclaimed_cores")]
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/meminfo").write_text("MemTotal: 1048576 kB\nMemAvailable: 524288 kB\n")
+    (tmp_path / "psi").write_text("some avg10=80.00 avg60=1.00 avg300=0.00 total=9\n")
+    cg = str(tmp_path / "cg")
+    v2_tree(cg, pods)
+    s = EnforcerSettings(node="n1", checkpoint=str(tmp_path / "ck.json"), proc_root=str(tmp_path / "proc"),
+                         psi_path=str(tmp_path / "psi"))
+    agent = Agent(s, two_socket, lambda: pods, V2Driver(cg), FileWriter(), evictor=Evictor(EvictionSettings()))
+    res = agent.reconcile_once()
+    assert res.pressure.psi_some_avg10 == 80.0
+    assert [e.pod for e in res.evictions] == ["default/batch"] and "PSI some avg10 80.0%" in res.evictions[0].reason
