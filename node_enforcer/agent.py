@@ -14,10 +14,10 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Sequence
 
-from node_enforcer.cgroups import _Driver
+from node_enforcer.cgroups import CgroupDriver
 from node_enforcer.checkpoint import Restored, restore, save_checkpoint
 from node_enforcer.enforce import EnforceReport, enforce
-from node_enforcer.eviction import Eviction, EvictionSettings, Evictor, Pressure, read_pressure
+from node_enforcer.eviction import Eviction, EvictionSettings, Evictor, Pressure, read_pressure, triggers
 from node_enforcer.pods import Pod
 from node_enforcer.policy import CpuAllocation, PolicySettings, ReclaimLike, plan
 from node_enforcer.qos import QosResolver
@@ -89,7 +89,7 @@ class ReconcileResult:
 
 class Agent:
     def __init__(self, settings: EnforcerSettings, topology: Topology, list_pods: Callable[[], Sequence[Pod]],
-                 driver: _Driver, writer: Writer, reclaim: Callable[[], ReclaimLike | None] = lambda: None,
+                 driver: CgroupDriver, writer: Writer, reclaim: Callable[[], ReclaimLike | None] = lambda: None,
                  evictor: Evictor | None = None, read_pressure_fn: Callable[[], Pressure] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.s, self.topology, self.list_pods, self.driver, self.writer = settings, topology, list_pods, driver, writer
@@ -133,8 +133,10 @@ class Agent:
         if self.evictor is not None:
             def evict() -> list[Eviction]:
                 res.pressure = self.read_pressure()
+                if self.evictor is None or not triggers(res.pressure, self.evictor.s)[0]:
+                    return []  # calm: no need to read every pod's memory usage
                 usage = {p.uid: u for p in pods if (u := self.driver.memory_usage(p, self.writer)) is not None}
-                return self.evictor.run(res.pressure, pods, alloc, usage) if self.evictor else []
+                return self.evictor.run(res.pressure, pods, alloc, usage)
             res.evictions = step("eviction", evict)
         log.info("reconcile: %s; %s", res.report.summary(),
                  ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in res.timings.items()))

@@ -86,7 +86,9 @@ def _pids(writer: Writer, dirs: list[str]) -> list[int]:
     return sorted(out)
 
 
-class _Driver:
+class CgroupDriver:
+    """Base of the v1 and v2 drivers: the path convention, the root and the parent folder."""
+
     version = 0
 
     def __init__(self, root: str, convention: str = "cgroupfs", parent: str | Mapping[str, str] = "") -> None:
@@ -129,7 +131,7 @@ def _cpuset_writes(out: PodCgroups, pod_dir: str, containers: list[str], alloc: 
             out.desired.append(Desired(os.path.join(c, name), value, group=name))
 
 
-class V1Driver(_Driver):
+class V1Driver(CgroupDriver):
     version = 1
 
     def pod_dir(self, pod: Pod, controller: str = "cpuset") -> str:
@@ -168,12 +170,9 @@ class V1Driver(_Driver):
         if "memory" in dirs and alloc.memory_max_bytes is not None:
             out.desired.append(Desired(os.path.join(dirs["memory"], "memory.limit_in_bytes"),
                                        str(alloc.memory_max_bytes // PAGE * PAGE)))
-        procs_dirs = []
-        for ctl in ("cpuset", "cpu", "memory"):
-            if ctl in dirs:
-                procs_dirs = [dirs[ctl]] + [os.path.join(dirs[ctl], c) for c in writer.listdir(dirs[ctl])]
-                break
-        out.pids = _pids(writer, procs_dirs)
+        if alloc.oom_score_adj is not None:  # the processes matter only for oom_score_adj
+            ctl = next(c for c in ("cpuset", "cpu", "memory") if c in dirs)
+            out.pids = _pids(writer, [dirs[ctl]] + [os.path.join(dirs[ctl], c) for c in writer.listdir(dirs[ctl])])
         return out
 
     def memory_usage(self, pod: Pod, writer: Writer) -> int | None:
@@ -181,7 +180,7 @@ class V1Driver(_Driver):
         return int(text) if text and text.strip().isdigit() else None
 
 
-class V2Driver(_Driver):
+class V2Driver(CgroupDriver):
     version = 2
 
     def pod_dir(self, pod: Pod, controller: str = "") -> str:
@@ -213,7 +212,8 @@ class V2Driver(_Driver):
                 out.desired.append(Desired(path, value))
             elif name != "cpu.idle":  # cpu.idle is optional by design (kernels before 5.15)
                 out.unsupported.append(path)
-        out.pids = _pids(writer, [d] + containers)
+        if alloc.oom_score_adj is not None:
+            out.pids = _pids(writer, [d] + containers)
         return out
 
     def memory_usage(self, pod: Pod, writer: Writer) -> int | None:
@@ -227,6 +227,6 @@ def detect_version(root: str) -> int:
 
 
 def make_driver(root: str, convention: str = "cgroupfs", version: int | None = None,
-                parent: str | Mapping[str, str] = "") -> _Driver:
+                parent: str | Mapping[str, str] = "") -> CgroupDriver:
     version = version or detect_version(root)
     return (V2Driver if version == 2 else V1Driver)(root, convention, parent)

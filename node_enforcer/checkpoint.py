@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from node_enforcer.cgroups import _Driver
+from node_enforcer.cgroups import CgroupDriver
 from node_enforcer.pods import Pod
 from node_enforcer.policy import CpuAllocation
 from node_enforcer.qos import QosLevel, QosResolver
@@ -90,7 +90,7 @@ def load_checkpoint(path: str, node: str) -> dict[str, frozenset[int]] | None:
         raise CheckpointError(f"checkpoint {path}: bad dedicated entry: {exc}") from exc
 
 
-def rebuild_from_cgroups(pods: Sequence[Pod], driver: _Driver, writer: Writer,
+def rebuild_from_cgroups(pods: Sequence[Pod], driver: CgroupDriver, writer: Writer,
                          resolver: QosResolver | None = None) -> dict[str, frozenset[int]]:
     """Each running dedicated pod's current `cpuset.cpus`; the policy keeps those that still fit."""
     resolver = resolver or QosResolver()
@@ -104,7 +104,7 @@ def rebuild_from_cgroups(pods: Sequence[Pod], driver: _Driver, writer: Writer,
     return out
 
 
-def restore(path: str, node: str, pods: Sequence[Pod], driver: _Driver, writer: Writer,
+def restore(path: str, node: str, pods: Sequence[Pod], driver: CgroupDriver, writer: Writer,
             resolver: QosResolver | None = None) -> Restored:
     """What a starting agent believes each dedicated pod holds."""
     live = {p.uid for p in pods}

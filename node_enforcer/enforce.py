@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from node_enforcer.cgroups import Desired, _Driver
+from node_enforcer.cgroups import Desired, CgroupDriver
 from node_enforcer.pods import Pod
 from node_enforcer.policy import CpuAllocation
 from node_enforcer.topology import format_cpulist, parse_cpulist
@@ -40,6 +40,10 @@ def _apply_cpuset(writer: Writer, parent: Desired, children: list[Desired]) -> N
     except ValueError:
         old = frozenset()
     new = parse_cpulist(parent.value)
+    if current is not None and old == new:  # the usual, no-op pass: only the containers to check
+        for child in children:
+            writer.ensure(child.path, child.value)
+        return
     if old and not old <= new:
         writer.ensure(parent.path, format_cpulist(old | new))  # widen first; narrowed below
     elif old != new:
@@ -49,7 +53,7 @@ def _apply_cpuset(writer: Writer, parent: Desired, children: list[Desired]) -> N
     writer.ensure(parent.path, parent.value)
 
 
-def enforce(allocation: CpuAllocation, pods: Sequence[Pod], driver: _Driver, writer: Writer,
+def enforce(allocation: CpuAllocation, pods: Sequence[Pod], driver: CgroupDriver, writer: Writer,
             proc_root: str = "/proc") -> EnforceReport:
     by_uid: Mapping[str, Pod] = {p.uid: p for p in pods}
     report = EnforceReport()

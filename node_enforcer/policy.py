@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from node_enforcer.pods import Pod
 from node_enforcer.qos import QosLevel, QosResolver, QosSpec
 from node_enforcer.topology import Core, Topology, format_cpulist, parse_cpulist
-
-if TYPE_CHECKING:  # the policy reads these fields of predictor.types.ReclaimPlan / NumaReclaim
-    pass
 
 CFS_PERIOD_US = 100_000  # the kernel's default CFS period; quotas are written against it
 RECLAIMED_CPU_WEIGHT = 1  # v2 cpu.weight minimum (v1 cpu.shares 2): online work always wins
