@@ -65,14 +65,13 @@ class KubeApi:
                 config.load_kube_config(config_file=kubeconfig)
             api_client = client.ApiClient()
         self._core = client.CoreV1Api(api_client)
-        self._client = client
 
     def list_node_pods(self, node: str) -> list[Pod]:
         """This node's pods (`spec.nodeName` field selector), read as plain JSON."""
         try:
             resp = self._core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}",
                                                           _preload_content=False, _request_timeout=10)
-            data = json.loads(resp.data)
+            data = json.loads(resp.data)  # type: ignore[attr-defined]  # raw urllib3 response
         except Exception as exc:  # ApiException, urllib3 errors, bad JSON: one mapped error
             raise _mapped(exc, f"list pods of node {node}") from exc
         return pods_from_objects(data, node)
@@ -88,7 +87,7 @@ class KubeApi:
         """POST an Eviction (policy/v1); with `dry_run` the API server checks it and changes nothing."""
         body = self.eviction_body(namespace, name, dry_run)
         try:
-            self._core.create_namespaced_pod_eviction(name, namespace, body, dry_run="All" if dry_run else None,
-                                                      _request_timeout=10)
+            self._core.create_namespaced_pod_eviction(name, namespace, body,  # type: ignore[arg-type]  # a dict serialises as is
+                                                      dry_run="All" if dry_run else None, _request_timeout=10)
         except Exception as exc:
             raise _mapped(exc, f"evict {namespace}/{name}") from exc

@@ -30,18 +30,21 @@ RECLAIMED_CPU_WEIGHT = 1  # v2 cpu.weight minimum (v1 cpu.shares 2): online work
 OOM_SCORE_ADJ_MIN = -998  # -1000 would make a process unkillable; the kubelet uses -997/-998 too
 
 
-class NumaReclaimLike(Protocol):
-    millicpu: int
-    memory_bytes: int
-
-
 class ReclaimLike(Protocol):
-    """The fields of `predictor.types.ReclaimPlan` that the policy reads."""
+    """The fields of `predictor.types.ReclaimPlan` that the policy reads (read-only, so that the
+    agent's frozen `reclaim.ReclaimInput` satisfies it too)."""
 
-    reclaimed_millicpu: int
-    reclaimed_memory_bytes: int
-    shared_demand_millicpu: int | None
-    numa: Mapping[int, Any]
+    @property
+    def reclaimed_millicpu(self) -> int: ...
+
+    @property
+    def reclaimed_memory_bytes(self) -> int: ...
+
+    @property
+    def shared_demand_millicpu(self) -> int | None: ...
+
+    @property
+    def numa(self) -> Mapping[int, Any]: ...  # node -> object with `millicpu` and `memory_bytes`
 
 
 @dataclass(frozen=True)

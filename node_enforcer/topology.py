@@ -141,10 +141,10 @@ def read_topology(sysfs_root: str = "/sys") -> Topology:
             raise InputError(f"sysfs root {sysfs_root}: cpu{cpu} topology unreadable: {exc}") from exc
         cores.setdefault((socket, core_id), []).append(cpu)
     out = []
-    for (socket, core_id), cpus in cores.items():
-        nodes = {numa_of.get(c, 0) for c in cpus}
+    for (socket, core_id), threads in cores.items():
+        nodes = {numa_of.get(c, 0) for c in threads}
         if len(nodes) != 1:
             raise InputError(f"sysfs root {sysfs_root}: core {socket}/{core_id} spans NUMA nodes {sorted(nodes)}")
-        out.append(Core(socket=socket, core_id=core_id, numa=nodes.pop(), cpus=tuple(sorted(cpus))))
+        out.append(Core(socket=socket, core_id=core_id, numa=nodes.pop(), cpus=tuple(sorted(threads))))
     out.sort(key=lambda c: c.cpus[0])
     return Topology(cores=tuple(out), numa_cpus=numa_cpus, numa_memory_bytes=numa_mem)

@@ -2,9 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from node_enforcer.agent import ReconcileResult
 
 HELP = """\
 Turn this node's pods (Katalyst QoS annotations) and the reclaim plan into cgroup settings:
@@ -49,10 +54,11 @@ def _fmt_bytes(v: int | None) -> str:
     return "-" if v is None else f"{v / 2**30:.1f}Gi" if v >= 2**30 else f"{v // 2**20}Mi"
 
 
-def render(node: str, topo_summary: str, res, dry_run: bool) -> str:  # noqa: ANN001 — ReconcileResult
+def render(node: str, topo_summary: str, res: "ReconcileResult", dry_run: bool) -> str:
     from node_enforcer.topology import format_cpulist
 
-    a = res.allocation
+    a, rep = res.allocation, res.report
+    assert a is not None and rep is not None, "render() takes a completed reconcile"
     lines = [f"node {node}: {topo_summary}"]
     lines.append("pools: " + ", ".join(f"{k} {format_cpulist(v) or '-'} ({len(v)})"
                                        for k, v in (("reserve", a.pools["reserve"]), ("share", a.pools["share"]),
@@ -70,7 +76,6 @@ def render(node: str, topo_summary: str, res, dry_run: bool) -> str:  # noqa: AN
         lines.append(f"malformed annotation on {pod} (treated as shared_cores): {problem}")
     for n in a.notes:
         lines.append(f"note: {n}")
-    rep = res.report
     verb = "would write" if dry_run else "wrote"
     lines.append(f"{verb} {len(rep.changes)} value(s)" + (":" if rep.changes else " (nothing differs)"))
     lines += [f"  {c}" for c in rep.changes]
@@ -143,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     writer = DryRunWriter() if s.dry_run else FileWriter()
     ev_settings = s.eviction()
     if s.dry_run:
-        ev_settings = type(ev_settings)(**{**ev_settings.__dict__, "dry_run": True})
+        ev_settings = dataclasses.replace(ev_settings, dry_run=True)
     evictor = Evictor(ev_settings, kube) if s.eviction_enabled else None
     agent = Agent(s, topo, list_pods, driver, writer, reclaim_loader(s.reclaim_plan, node), evictor)
     if not args.once:
@@ -153,18 +158,19 @@ def run(args: argparse.Namespace) -> int:
         agent.run()
         return 0
     res = agent.reconcile_once()
-    if res.error or res.allocation is None:
+    if res.error or res.allocation is None or res.report is None:
         from predictor.errors import TidewiseError
 
         raise TidewiseError(res.error or "reconcile failed")
+    report = res.report
     print(render(node, topo.summary(), res, bool(s.dry_run)))
     if args.plan_out:
         doc = {"node": node, "topology": topo.summary(), "cgroup_version": driver.version,
                "dry_run": bool(s.dry_run), "allocation": res.allocation.to_dict(),
-               "changes": [{"path": c.path, "old": c.old, "new": c.new} for c in res.report.changes],
-               "missing": res.report.missing, "unsupported": res.report.unsupported, "errors": res.report.errors,
+               "changes": [{"path": c.path, "old": c.old, "new": c.new} for c in report.changes],
+               "missing": report.missing, "unsupported": report.unsupported, "errors": report.errors,
                "evictions": [ev.__dict__ for ev in res.evictions],
                "timings_ms": {k: round(v * 1000, 3) for k, v in res.timings.items()}}
         write_text_atomic(args.plan_out, json.dumps(doc, indent=1) + "\n")
         print(f"plan written to {args.plan_out}", file=sys.stderr)
-    return 1 if res.report.errors else 0
+    return 1 if report.errors else 0
