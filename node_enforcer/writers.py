@@ -95,11 +95,21 @@ class Writer:
 
 class FileWriter(Writer):
     def read(self, path: str) -> str | None:
+        # os.open/os.read rather than open(): a no-op pass reads hundreds of small kernfs files,
+        # and skipping the buffered text layer about halves the cost of each
         try:
-            with open(path, encoding="utf-8") as fh:
-                return fh.read()
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return None
+        try:
+            chunks = []
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
+            return b"".join(chunks).decode("utf-8", "replace")
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
