@@ -349,8 +349,12 @@ def plan(
         oom = _oom(spec)
         if pod.uid in dedicated:
             cpus = dedicated[pod.uid]
+            if len(cpus) * 1000 != pod.cpu_request_millis:
+                notes.append(f"CPU request {pod.cpu_request_millis}m rounded up to {len(cpus)} cpus "
+                             f"({len(cpus) // topology.threads_per_core} whole core(s))")
             out.append(PodAllocation(pod.uid, pod.key, spec.level.value, "dedicated", cpus,
-                                     frozenset(topology.numa_of(c) for c in cpus), oom_score_adj=oom))
+                                     frozenset(topology.numa_of(c) for c in cpus), oom_score_adj=oom,
+                                     notes=tuple(notes)))
         elif spec.level is QosLevel.SYSTEM:
             cpus = reserve or share
             out.append(PodAllocation(pod.uid, pod.key, spec.level.value, "reserve" if reserve else "share",

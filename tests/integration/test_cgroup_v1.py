@@ -78,6 +78,8 @@ def test_shared_and_reclaimed_pools_on_real_cgroups(tree, topo):
 
     again = enforce(alloc, [web, batch], driver, FileWriter())
     assert again.changes == [] and not again.errors
+    usage = driver.memory_usage(batch, FileWriter())  # what eviction ranks victims by
+    assert usage is not None and usage >= 0
 
 
 def test_dedicated_pod_gets_exclusive_cores_and_keeps_them_across_restarts(tree, topo, tmp_path):

@@ -53,6 +53,8 @@ def test_dedicated_gets_whole_physical_cores(two_socket):
     a = plan(two_socket, pods)
     sizes = {p.key: len(p.cpus) for p in a.pods}
     assert sizes == {"default/d1": 4, "default/d2": 2, "default/d3": 4}
+    assert a.pod("default/d3").notes == ("CPU request 2500m rounded up to 4 cpus (2 whole core(s))",)
+    assert a.pod("default/d2").notes == ("CPU request 1000m rounded up to 2 cpus (1 whole core(s))",)
     for p in a.pods:
         assert whole_cores(two_socket, p.cpus)
     all_ded = [c for p in a.pods for c in p.cpus]
