@@ -98,6 +98,7 @@ class Agent:
         self.resolver = QosResolver()
         self.previous: dict[str, frozenset[int]] | None = None  # None until restored
         self.last: CpuAllocation | None = None
+        self._refusals_logged: set[str] = set()
 
     def reconcile_once(self) -> ReconcileResult:
         res = ReconcileResult()
@@ -125,6 +126,11 @@ class Agent:
         alloc = step("policy", lambda: plan(self.topology, pods, state["reclaim"], self.s.policy(),
                                             self.previous, self.resolver))
         res.allocation = alloc
+        for r in alloc.refused:  # once per pod, not every pass
+            if r.uid not in self._refusals_logged:
+                log.warning("dedicated_cores refused for %s (runs in the share pool): %s", r.key, r.reason,
+                            extra={"pod": r.key})
+        self._refusals_logged = {r.uid for r in alloc.refused}
         res.report = step("enforce", lambda: enforce(alloc, pods, self.driver, self.writer, self.s.proc_root))
         if not self.writer.dry_run and self.s.checkpoint:
             res.checkpoint_written = step("checkpoint", lambda: save_checkpoint(self.s.checkpoint, self.s.node, alloc))

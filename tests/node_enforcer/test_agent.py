@@ -123,3 +123,15 @@ def test_agent_reads_pressure_from_the_configured_psi_file(tmp_path, two_socket)
     res = agent.reconcile_once()
     assert res.pressure.psi_some_avg10 == 80.0
     assert [e.pod for e in res.evictions] == ["default/batch"] and "PSI some avg10 80.0%" in res.evictions[0].reason
+
+
+def test_refusal_logged_once_while_it_lasts(tmp_path, two_socket, caplog):
+    import logging
+
+    pods = [make_pod("huge", DED, cpu="64"), make_pod("web", cpu="1")]
+    agent = _agent(tmp_path, two_socket, pods)
+    with caplog.at_level(logging.WARNING, logger="node_enforcer.agent"):
+        for _ in range(3):
+            assert [r.key for r in agent.reconcile_once().allocation.refused] == ["default/huge"]
+    lines = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert lines == ["dedicated_cores refused for default/huge (runs in the share pool): needs 32 free core(s); 15 free"]
