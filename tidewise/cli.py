@@ -18,6 +18,7 @@ COMMANDS = [
     "demo",
     "serve",
     "enforce",
+    "simulate",
 ]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2

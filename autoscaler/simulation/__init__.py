@@ -1,0 +1,1 @@
+"""Colocation simulator (issue 6): see docs/colocation-simulator.md."""

@@ -1,0 +1,189 @@
+"""The simulation report: one self-contained HTML page (plots as base64 PNG, nothing fetched).
+
+Sections: the verdict against issue 6's targets, the table of every policy and sweep setting,
+utilisation over the day per policy, the shortfall-versus-utilisation frontier per policy, where
+tidewise's held-back CPU goes, and per trace how often the forecast quantiles were exceeded.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+from typing import Any
+
+import numpy as np
+
+from autoscaler.simulation.traces import DAY_MIN
+
+CSS = """
+body { font-family: -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 1.5em; color: #222; max-width: 1100px; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: right; }
+th { background: #f0f0f0; } td.k { text-align: left; font-family: monospace; }
+.good { color: #1a7f37; } .bad { color: #b42318; } .meta { color: #666; font-size: 0.85em; }
+"""
+COLOURS = {"none": "#555555", "katalyst": "#d62728", "koordinator": "#1f77b4", "tidewise": "#2ca02c"}
+SOURCES = ("Traces: Cloud Cluster Capacity Dataset (Apache-2.0), Donut sample KPIs (MIT), Numenta Anomaly "
+           "Benchmark (MIT), WorldCup98 and NASA-KSC 1995 request logs (ITA); see ../shared/data/*/SOURCE.md.")
+
+
+def _png(fig: Any) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _family(label: str) -> str:
+    return label.split("@")[0]
+
+
+def plot_daily(study: Any) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for r in study.results:
+        if "@" in r.label:
+            continue
+        T = len(r.util_by_minute) // DAY_MIN * DAY_MIN
+        if T == 0:
+            continue
+        by_day = r.util_by_minute[:T].reshape(-1, DAY_MIN).mean(axis=0)
+        q = by_day.reshape(-1, 15).mean(axis=1)  # quarter-hours
+        ax.plot(np.arange(len(q)) / 4, 100 * q, label=f"{r.label} (mean {100 * r.utilisation:.1f}%)",
+                color=COLOURS.get(_family(r.label)))
+    ax.set_xlabel("hour of the simulated day (each trace keeps its own time of day)")
+    ax.set_ylabel("node CPU utilisation, %")
+    ax.set_xlim(0, 24)
+    ax.set_ylim(0, 100)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title("Utilisation over the day, mean over nodes and days")
+    out = _png(fig)
+    plt.close(fig)
+    return out
+
+
+def plot_frontier(study: Any, budget: float) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fams: dict[str, list] = {}
+    for r in study.results:
+        fams.setdefault(_family(r.label), []).append(r)
+    floor = 1e-4  # percent; zero shortfall is drawn on this line (log axis)
+    for fam, runs in fams.items():
+        runs = sorted(runs, key=lambda r: r.utilisation)
+        x = [100 * r.utilisation for r in runs]
+        y = [max(100 * r.shortfall, floor) for r in runs]
+        ax.plot(x, y, "o-" if len(runs) > 1 else "o", color=COLOURS.get(fam), label=fam, alpha=0.8)
+        for r in runs:
+            if "@" in r.label:
+                ax.annotate(r.label.split("@")[1], (100 * r.utilisation, max(100 * r.shortfall, floor)),
+                            fontsize=6, alpha=0.7, xytext=(3, 3), textcoords="offset points")
+    ax.axhline(100 * budget, color="#b42318", ls="--", lw=1, label=f"shortfall budget {100 * budget:g}%")
+    ax.set_yscale("log")
+    ax.set_xlabel("mean node CPU utilisation, %")
+    ax.set_ylabel(f"online shortfall, % of node-minutes (0 drawn at {floor:g})")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title("Shortfall versus utilisation: each policy's swept settings")
+    out = _png(fig)
+    plt.close(fig)
+    return out
+
+
+def _pct(x: float, digits: int = 1) -> str:
+    return f"{100 * x:.{digits}f}%"
+
+
+def render_report(study: Any) -> str:
+    from autoscaler.simulation.runner import details_json
+
+    d = details_json(study)
+    v = d["verdict"]
+    c = d["cluster"]
+    e = html.escape
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Tidewise colocation simulation</title>"
+             f"<style>{CSS}</style></head><body>",
+             "<h1>Tidewise colocation simulation</h1>",
+             f"<p class='meta'>{c['nodes']} nodes x {c['cores_per_node']:g} cores ({c['allocatable_per_node']:g} "
+             f"allocatable), {c['services']} online services replaying {len(c['traces'])} real traces, "
+             f"requests at {_pct(c['requested_share'])} of allocatable; {study.settings.days} simulated days at "
+             f"1 minute; seed {study.settings.seed}; forecasts: model <code>{e(study.settings.forecast_model)}</code>. "
+             f"No-colocation utilisation {_pct(c['no_colocation_utilisation'])}. {e(SOURCES)}</p>"]
+    # verdict
+    parts.append("<h2>Targets (issue 6)</h2><ul>")
+    if "tidewise_default" in v:
+        t = v["tidewise_default"]
+        ok = v["default_meets_utilisation"]
+        parts.append(f"<li class='{'good' if ok else 'bad'}'>tidewise (default settings): utilisation "
+                     f"{_pct(t['utilisation'])} at shortfall {_pct(t['shortfall'], 3)} — target "
+                     f"&ge; {_pct(v['utilisation_target'], 0)} at &le; {_pct(v['shortfall_budget'], 1)}: "
+                     f"{'met' if ok else 'missed'}</li>")
+    if "lead" in v:
+        ok = v["meets_lead"]
+        parts.append(f"<li class='{'good' if ok else 'bad'}'>best tidewise setting within the budget "
+                     f"(<code>{e(v['tidewise_best']['label'])}</code>, {_pct(v['tidewise_best']['utilisation'])}) vs "
+                     f"best swept baseline within the budget (<code>{e(v['best_baseline']['label'])}</code>, "
+                     f"{_pct(v['best_baseline']['utilisation'])}): lead {100 * v['lead']:+.1f} points — target "
+                     f"&ge; +{100 * v['lead_target']:.0f}: {'met' if ok else 'missed'}</li>")
+    parts.append("</ul>")
+    # table
+    parts.append("<h2>Every policy and sweep setting</h2><table><tr><th>policy</th><th>utilisation</th>"
+                 "<th>shortfall (node-minutes)</th><th>nodes with shortfall</th><th>online core-hours delayed</th>"
+                 "<th>batch core-hours</th><th>evictions</th></tr>")
+    for label, r in d["runs"].items():
+        parts.append(f"<tr><td class='k'>{e(label)}</td><td>{_pct(r['utilisation'])}</td>"
+                     f"<td>{_pct(r['shortfall'], 4)}</td><td>{r['nodes_with_shortfall']}</td>"
+                     f"<td>{r['online_unserved_core_hours']:.2f}</td><td>{r['batch_core_hours']:.0f}</td>"
+                     f"<td>{r['evictions']}</td></tr>")
+    parts.append("</table>")
+    parts.append(f"<h2>Utilisation over the day</h2><img src='data:image/png;base64,{plot_daily(study)}'>")
+    parts.append(f"<h2>Shortfall versus utilisation</h2><img src='data:image/png;base64,"
+                 f"{plot_frontier(study, v['shortfall_budget'])}'>")
+    # where tidewise holds CPU back
+    if d["tidewise_breakdown"]:
+        parts.append("<h2>Where tidewise holds CPU back</h2><p>Mean cores per node-minute. What tidewise keeps "
+                     "from batch is allocatable - quota = reserve + margin + the forecast peak over the window + "
+                     "the reactive term; against the demand that really came, the forecast's excess is split into "
+                     "the quantile's spread over the demand and the window's peak over the quantile at that "
+                     "minute. Large positive terms are utilisation given up to forecast uncertainty; "
+                     "the reactive term is the forecasts' misses being caught after the fact.</p><table><tr>"
+                     "<th>setting</th>" + "".join(f"<th>{e(k.replace('_', ' '))}</th>"
+                                                  for k in next(iter(d["tidewise_breakdown"].values()))) + "</tr>")
+        for label, row in d["tidewise_breakdown"].items():
+            parts.append(f"<tr><td class='k'>{e(label)}</td>" + "".join(f"<td>{x:.2f}</td>" for x in row.values())
+                         + "</tr>")
+        parts.append("</table>")
+    if d["forecast_coverage"]:
+        cols = [k for k in d["forecast_coverage"][0] if k not in ("trace",)]
+        parts.append("<h2>Forecast quality per trace</h2><p>Share of evaluation minutes whose 1-minute demand "
+                     "exceeded each forecast quantile (a calibrated q0.95 is exceeded 5% of the time; the forecasts "
+                     "are of the 5-minute peak, so a calibrated forecast is exceeded less), the mean miss above q0.95 "
+                     "and the mean over-forecast below it, both in units of the trace's history p99.</p>"
+                     "<table><tr><th>trace</th>" + "".join(f"<th>{e(k)}</th>" for k in cols) + "</tr>")
+        for row in sorted(d["forecast_coverage"], key=lambda r: -r.get("exceed_q0.95", 0)):
+            cells = []
+            for k in cols:
+                x = row.get(k)
+                if isinstance(x, float) and k.startswith("exceed"):
+                    cls = " class='bad'" if k == "exceed_q0.95" and x > 0.1 else ""
+                    cells.append(f"<td{cls}>{_pct(x)}</td>")
+                elif isinstance(x, float):
+                    cells.append(f"<td>{x:.3f}</td>")
+                else:
+                    cells.append(f"<td class='k'>{e(str(x))}</td>" if isinstance(x, str) else f"<td>{x}</td>")
+            parts.append(f"<tr><td class='k'>{e(row['trace'])}</td>{''.join(cells)}</tr>")
+        parts.append("</table>")
+    parts.append("<h2>Model</h2><p class='meta'>See docs/colocation-simulator.md: 1-minute control loop, quota "
+                 "applied one minute after the measurement it is based on, batch throttled to its quota and evicted "
+                 "(newest first) when the quota covers under half of its requests; shortfall = a node-minute where "
+                 "online demand was not fully served while batch held CPU.</p></body></html>")
+    return "\n".join(parts)

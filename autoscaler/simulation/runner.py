@@ -1,0 +1,188 @@
+"""One simulation study: traces -> cluster -> forecasts -> every policy and sweep -> outputs.
+
+`run_study` is what `tidewise simulate colocation` and `benchmarks/colocation.py` call;
+`write_outputs` writes `results.json` (the fixed contract), `details.json` (what the report shows,
+machine-readable) and `report.html`.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Callable, ContextManager
+
+import numpy as np
+
+from autoscaler.simulation.cluster import Cluster, ClusterSettings, build_cluster
+from autoscaler.simulation.engine import EngineSettings, RunResult, simulate
+from autoscaler.simulation.forecasts import QUANTILES, forecast_coverage, forecast_traces, node_forecasts
+from autoscaler.simulation.policies import POLICY_NAMES, NodeForecasts, Tidewise, policy_set
+from autoscaler.simulation.traces import DAY_MIN, load_traces
+from predictor.errors import InputError
+
+log = logging.getLogger(__name__)
+
+SHORTFALL_TARGET = 0.001  # issue 6: at most 0.1% of node-minutes
+UTILISATION_TARGET = 0.65
+LEAD_TARGET = 0.05  # 5 points above the best swept baseline at that shortfall
+
+
+@dataclass
+class StudySettings:
+    traces: str  # folder laid out like ../shared/data
+    nodes: int = 40
+    days: int = 7  # evaluation days (each trace's last whole days)
+    seed: int = 0
+    policy: str = "all"
+    sweeps: bool = True
+    forecast_model: str = "auto"  # predictor.forecasting model name; auto = per-series selection
+    cache_dir: str | None = None  # where daily forecasts are cached (None: not cached)
+    max_history_days: int = 21  # training history per trace, at most
+    trace_names: list[str] | None = None  # only these traces (tests)
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    engine: EngineSettings = field(default_factory=EngineSettings)
+
+
+@dataclass
+class Study:
+    settings: StudySettings
+    cluster: Cluster
+    results: list[RunResult]
+    forecasts: NodeForecasts | None
+    coverage: list[dict]
+    breakdown: dict[str, dict[str, float]]
+
+    def results_json(self) -> dict:
+        return {"policies": {r.label: r.metrics() for r in self.results}}
+
+    def verdict(self) -> dict:
+        """The issue's targets, measured: tidewise's best setting within the shortfall budget vs the
+        best swept baseline within the same budget."""
+        def best(prefix: str) -> RunResult | None:
+            ok = [r for r in self.results if r.label.split("@")[0] == prefix and r.shortfall <= SHORTFALL_TARGET]
+            return max(ok, key=lambda r: r.utilisation) if ok else None
+
+        tw = next((r for r in self.results if r.label == "tidewise"), None)
+        tw_best = best("tidewise")
+        bases = [b for b in (best("katalyst"), best("koordinator")) if b is not None]
+        base = max(bases, key=lambda r: r.utilisation) if bases else None
+        out: dict = {"shortfall_budget": SHORTFALL_TARGET, "utilisation_target": UTILISATION_TARGET,
+                     "lead_target": LEAD_TARGET}
+        if tw is not None:
+            out["tidewise_default"] = {"label": tw.label, **tw.metrics()}
+            out["default_meets_utilisation"] = bool(tw.utilisation >= UTILISATION_TARGET and
+                                                    tw.shortfall <= SHORTFALL_TARGET)
+        if tw_best is not None:
+            out["tidewise_best"] = {"label": tw_best.label, **tw_best.metrics()}
+        if base is not None:
+            out["best_baseline"] = {"label": base.label, **base.metrics()}
+        if tw_best is not None and base is not None:
+            out["lead"] = tw_best.utilisation - base.utilisation
+            out["meets_lead"] = bool(out["lead"] >= LEAD_TARGET)
+        return out
+
+
+def tidewise_breakdown(cluster: Cluster, policy: Tidewise, result: RunResult) -> dict[str, float]:
+    """Where tidewise's held-back CPU goes, in mean cores per node-minute (see the report)."""
+    policy.reset(cluster)
+    T = cluster.minutes
+    demand = cluster.online
+    now = policy.now[:, :T]
+    peak = policy.peak[:, 1:T + 1] if policy.peak.shape[1] > T else np.concatenate(
+        [policy.peak[:, 1:], policy.peak[:, -1:]], axis=1)
+    miss = np.maximum(0.0, demand - now)
+    # the reactive term at t+1 is the largest miss over the last `recent` minutes
+    view = np.lib.stride_tricks.sliding_window_view(
+        np.concatenate([np.zeros((cluster.nodes, policy.recent - 1)), miss], axis=1), policy.recent, axis=1)
+    reactive = view.max(axis=2)[:, :T]
+    nxt = np.concatenate([demand[:, 1:], demand[:, -1:]], axis=1)  # what the next minute really asked
+    return {
+        "online_demand_next_minute": float(nxt.mean()),
+        "forecast_quantile_over_demand": float((np.concatenate([now[:, 1:], now[:, -1:]], axis=1) - nxt).mean()),
+        "window_peak_over_forecast": float((peak - np.concatenate([now[:, 1:], now[:, -1:]], axis=1)).mean()),
+        "reactive_term": float(reactive.mean()),
+        "reserve_and_margin": float(policy.s.reserved_millicpu / 1000 + policy.margin_m / 1000),
+        "batch_used": float(result.batch_by_minute.mean()),
+    }
+
+
+ProgressFactory = Callable[[str, int], ContextManager[Callable[[int], None]]]
+
+
+def _stage(progress: ProgressFactory | None, description: str, total: int) -> ContextManager:
+    return progress(description, total) if progress is not None else contextlib.nullcontext(None)
+
+
+def run_study(s: StudySettings, progress: ProgressFactory | None = None) -> Study:
+    """Everything but the writing. `progress(description, total)` (e.g. `tidewise.progress.progress`)
+    yields an `advance(n)` per stage: forecasting (per simulated day), then simulating (per day and run)."""
+    if s.policy != "all" and s.policy not in POLICY_NAMES:
+        raise InputError(f"--policy {s.policy!r}: use all or one of {', '.join(POLICY_NAMES)}")
+    if s.nodes < 1:
+        raise InputError(f"--nodes {s.nodes}: at least one node")
+    if not 1 <= s.days <= 14:
+        raise InputError(f"--days {s.days}: between 1 and 14 (each trace needs 5 history days before them)")
+    traces = load_traces(s.traces, days=s.days, max_history_days=s.max_history_days, names=s.trace_names)
+    cs = ClusterSettings(**{**asdict(s.cluster), "nodes": s.nodes})
+    cluster = build_cluster(traces, cs, seed=s.seed, minutes=s.days * DAY_MIN)
+    log.info("cluster: %d nodes, %d services from %d traces; no-colocation utilisation %.1f%%", cluster.nodes,
+             len(cluster.services), len(traces), 100 * (cluster.online + cluster.system).mean() / cluster.capacity)
+    nf: NodeForecasts | None = None
+    coverage: list[dict] = []
+    if s.policy in ("all", "tidewise"):
+        with _stage(progress, f"forecasting {len(traces)} traces, one call per simulated day", s.days) as adv:
+            per_trace, models = forecast_traces(traces, s.days, model=s.forecast_model, cache_dir=s.cache_dir,
+                                                progress=adv)
+        nf = node_forecasts(cluster, per_trace, models, QUANTILES)
+        coverage = forecast_coverage(cluster, per_trace, QUANTILES)
+        for row in coverage:
+            row["model"] = models.get(row["trace"], "")
+    policies = policy_set(s.policy, nf, sweeps=s.sweeps)
+    results = []
+    breakdown: dict[str, dict[str, float]] = {}
+    with _stage(progress, f"simulating {len(policies)} policy settings x {s.days} days",
+                len(policies) * s.days) as adv:
+        for p in policies:
+            r = simulate(cluster, p, seed=s.seed, settings=s.engine, progress=adv)
+            log.info("%s: utilisation %.3f, shortfall %.5f, batch %.0f core-h, %d evictions", r.label,
+                     r.utilisation, r.shortfall, r.batch_core_hours, r.evictions)
+            results.append(r)
+            if isinstance(p, Tidewise) and p.knob is None:
+                breakdown[r.label] = tidewise_breakdown(cluster, p, r)
+    return Study(s, cluster, results, nf, coverage, breakdown)
+
+
+def details_json(study: Study) -> dict:
+    c = study.cluster
+    return {
+        "settings": {k: v for k, v in asdict(study.settings).items() if k not in ("cluster", "engine")},
+        "cluster": {
+            "nodes": c.nodes, "cores_per_node": c.capacity, "allocatable_per_node": c.allocatable,
+            "services": len(c.services), "traces": [t.name for t in c.traces],
+            "requested_share": float(c.requested.sum() / (c.allocatable * c.nodes)),
+            "no_colocation_utilisation": float((c.online + c.system).mean() / c.capacity),
+            "cluster_settings": asdict(c.settings), "engine_settings": asdict(study.settings.engine),
+        },
+        "runs": {r.label: {**r.metrics(), "online_unserved_core_hours": r.online_unserved_core_hours,
+                           "nodes_with_shortfall": int((r.shortfall_by_node > 0).sum())} for r in study.results},
+        "verdict": study.verdict(),
+        "forecast_coverage": study.coverage,
+        "tidewise_breakdown": study.breakdown,
+    }
+
+
+def write_outputs(study: Study, out_dir: str) -> dict[str, str]:
+    """results.json, details.json and report.html in out_dir (each written atomically)."""
+    from autoscaler.simulation.report import render_report
+    from predictor.atomic import write_text_atomic
+    from predictor.types import finite_or_none
+
+    os.makedirs(out_dir, exist_ok=True)
+    paths = {"results": os.path.join(out_dir, "results.json"), "details": os.path.join(out_dir, "details.json"),
+             "report": os.path.join(out_dir, "report.html")}
+    write_text_atomic(paths["results"], json.dumps(finite_or_none(study.results_json()), indent=2) + "\n")
+    write_text_atomic(paths["details"], json.dumps(finite_or_none(details_json(study)), indent=2) + "\n")
+    write_text_atomic(paths["report"], render_report(study))
+    return paths
