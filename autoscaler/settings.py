@@ -67,6 +67,11 @@ class LoopSettings:
     interval: str = "60s"
     history_window: str = "8d"  # fetched each run: a week for weekly naive residuals + a day
     step: str = "5m"  # history and forecast step
+    forecast_model: str = "auto"  # auto: per-series choice by backtest (predictor); a named model skips it
+    # A series' forecast is reused by later runs until it is this old (spread over 50-100% of it per
+    # series, so that refreshes do not all fall on one run) or an observation leaves its top quantile;
+    # None forecasts every series on every run. 30m: at 10,000 workloads a run refreshes ~1/20 of them.
+    forecast_refresh: str | None = "30m"
     backoff_max: str = "10m"  # after source failures the interval doubles up to this
     apply: bool = False  # dry-run by default; True writes to the cluster
     lease_name: str = "tidewise-serve"

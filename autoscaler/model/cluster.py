@@ -57,21 +57,32 @@ class ClusterState:
         return state
 
     def _index(self) -> None:
+        # pods find their workload by its selector (matchLabels), as the controllers do; candidates
+        # are looked up by one (namespace, label) pair so that 30,000 pods x 10,000 workloads stays linear
         self._pods_by_wl: dict[tuple[str, str, str], list[Obj]] = {}
-        by_ns: dict[str, list[tuple[tuple[str, str, str], dict[str, str]]]] = {}
+        by_label: dict[tuple[str, str, str], list[tuple[tuple[str, str, str], dict[str, str]]]] = {}
         for key, wl in self.workloads.items():
-            sel = ((wl.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-            if sel:
-                by_ns.setdefault(key[0], []).append((key, sel))
+            spec = wl.get("spec") if isinstance(wl.get("spec"), dict) else {}
+            sel = (spec.get("selector") or {}).get("matchLabels") or {}
+            if sel and isinstance(sel, dict):
+                k, v = sorted(sel.items())[0]
+                by_label.setdefault((key[0], k, str(v)), []).append((key, sel))
         self._wl_of_pod: dict[str, tuple[str, str, str]] = {}
         for pod in self.pods:
             m = meta(pod)
+            ns = m.get("namespace", "default")
             labels = m.get("labels") or {}
-            for key, sel in by_ns.get(m.get("namespace", "default"), ()):
-                if all(labels.get(k) == v for k, v in sel.items()):
-                    self._pods_by_wl.setdefault(key, []).append(pod)
-                    self._wl_of_pod[f"{key[0]}/{m['name']}"] = key
+            found = None
+            for k, v in labels.items():
+                for key, sel in by_label.get((ns, k, str(v)), ()):
+                    if all(labels.get(a) == b for a, b in sel.items()):
+                        found = key
+                        break
+                if found:
                     break
+            if found:
+                self._pods_by_wl.setdefault(found, []).append(pod)
+                self._wl_of_pod[f"{ns}/{m['name']}"] = found
 
     def workload(self, namespace: str, kind: str, name: str) -> Obj | None:
         return self.workloads.get((namespace, kind, name))

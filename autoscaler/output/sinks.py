@@ -16,6 +16,7 @@ from autoscaler.output.objects import Change
 from predictor.atomic import write_text_atomic
 
 log = logging.getLogger(__name__)
+SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when present
 
 WRITTEN, DRY_RUN, NOT_FOUND, FORBIDDEN, THROTTLED, CONFLICT, FAILED = (
     "written", "dry-run", "not-found", "forbidden", "throttled", "conflict", "failed")
@@ -71,7 +72,7 @@ class FileSink:
     def write(self, change: Change) -> WriteResult:
         path = file_path(self.out_dir, change)
         try:
-            write_text_atomic(path, yaml.safe_dump(change.obj, sort_keys=False, default_flow_style=False))
+            write_text_atomic(path, yaml.dump(change.obj, Dumper=SafeDumper, sort_keys=False, default_flow_style=False))
         except OSError as exc:
             return WriteResult(change.key, FAILED, f"{path}: {exc}")
         self.written[change.key] = path

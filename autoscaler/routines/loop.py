@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -134,6 +135,8 @@ class ServingLoop:
         self.stabilizers: dict[str, Stabilizer] = {}
         self.reclaim_prev: dict[str, ReclaimPlan] = {}
         self.published_vpa: dict[str, dict[tuple[str, str], int]] = {}
+        self.cache: dict[str, Forecast] = {}  # series -> last forecast (see LoopSettings.forecast_refresh)
+        self.cache_generation: tuple[Any, ...] | None = None
         self.failures = 0
         self.last_report: RunReport | None = None
         self.last_good: RunReport | None = None
@@ -214,7 +217,8 @@ class ServingLoop:
         end = hist.end
         if now is None:
             now = end + self.step
-            hist = hist.window(now - window, None)
+            if min(y.index[0] for y in hist.series.values()) < now - window:
+                hist = hist.window(now - window, None)
         if is_stale(end, now, self.stale_after):
             raise Freeze(f"history is stale: newest sample {end} is older than {self.settings.guardrails.stale_after} "
                          f"before {now}")
@@ -230,6 +234,15 @@ class ServingLoop:
         ctx["state"] = state
         return f"{len(state.vpas)} VPA, {len(state.hpas)} HPA, {len(state.workloads)} workloads, " \
                f"{len(state.pods)} pods, {len(state.nodes)} nodes"
+
+    def _needed_steps(self) -> int:
+        """Forecast steps every decision reads: the longest of the VPA bound window, the HPA's
+        lead + look-ahead, and the reclaim window."""
+        s = self.settings
+        longest = max(parse_duration(s.vpa.bound_window), parse_duration(s.vpa.window),
+                      parse_duration(s.hpa.startup) + parse_duration(s.hpa.look_ahead) + 2 * self.step,
+                      parse_duration(s.reclaim.window))
+        return int(math.ceil(longest / self.step))
 
     def _needed_workloads(self, state: ClusterState) -> set[tuple[str, str, str]]:
         need: set[tuple[str, str, str]] = set()
@@ -273,16 +286,30 @@ class ServingLoop:
                         rep.skipped[sid] = f"under {s.guardrails.min_history} of history"
                     else:
                         keep[sid] = y
-        horizon = max(parse_duration(s.vpa.bound_window), parse_duration(s.vpa.window),
-                      parse_duration(s.hpa.startup) + parse_duration(s.hpa.look_ahead) + 2 * self.step,
-                      parse_duration(s.reclaim.window))
+        need_steps = self._needed_steps()
+        refresh = parse_duration(s.loop.forecast_refresh) if s.loop.forecast_refresh else None
         quantiles = tuple(sorted({s.vpa.quantile, s.vpa.lower_quantile, s.vpa.upper_quantile, s.hpa.quantile,
                                   s.reclaim.quantile}))
         origin = now.floor(self.step) if now.floor(self.step) > hist.end else hist.end + self.step
-        req = ForecastRequest(horizon=horizon, step=self.step, quantiles=quantiles, origin=origin)
-        sub = History(keep, hist.step, {k: g for k, g in hist.gaps.items() if k in keep})
+        generation = (self.registry_label, s.loop.forecast_model, quantiles)
+        if self.cache_generation != generation:
+            self.cache.clear()
+            self.cache_generation = generation
         forecasts: dict[str, Forecast] = {}
-        if keep:
+        todo: dict[str, pd.Series] = {}
+        for sid, y in keep.items():
+            cached = self.cache.get(sid)
+            fresh = cached is not None and refresh is not None and _still_good(cached, y, origin, need_steps, self.step,
+                                                                                 refresh * _spread(sid))
+            if fresh:
+                forecasts[sid] = _shifted(cached, int((origin - cached.index[0]) / self.step))
+            else:
+                todo[sid] = y
+        horizon = (need_steps + 1) * self.step + (refresh or pd.Timedelta(0))
+        req = ForecastRequest(horizon=horizon, step=self.step, quantiles=quantiles, origin=origin,
+                              model=s.loop.forecast_model)
+        sub = History(todo, hist.step, {k: g for k, g in hist.gaps.items() if k in todo})
+        if todo:
             try:
                 out = ctx["forecaster"](sub, req)
             except Exception as exc:  # noqa: BLE001 - the whole forecast failed: freeze
@@ -290,11 +317,16 @@ class ServingLoop:
             for fc in out:
                 if not np.all(np.isfinite(fc.values)):
                     rep.skipped[fc.series] = f"forecast {fc.model} has non-finite values: no decision from it"
+                    self.cache.pop(fc.series, None)
                     continue
+                self.cache[fc.series] = fc
                 forecasts[fc.series] = fc
+        for sid in set(self.cache) - set(keep):
+            del self.cache[sid]  # series gone, stale or skipped: never decide from an old forecast
         ctx["forecasts"], ctx["index"] = forecasts, index
-        ctx["offset"] = max(0, int((now - origin) / self.step))
-        return f"{len(forecasts)} of {len(keep)} series forecast ({len(rep.skipped)} skipped)"
+        ctx["offset"] = 0
+        ctx["refreshed"] = len(todo)
+        return f"{len(forecasts)} of {len(keep)} series forecast, {len(todo)} refreshed ({len(rep.skipped)} skipped)"
 
     def _step_recommend(self, rep: RunReport, ctx: dict[str, Any]) -> str:
         state: ClusterState = ctx["state"]
@@ -606,6 +638,28 @@ def _shifted(fc: Forecast, off: int) -> Forecast:
         return fc
     return Forecast(fc.series, fc.index[off:], fc.quantiles, fc.values[off:], fc.model, fc.version,
                     fc.backtest_score, fc.notes)
+
+
+def _spread(sid: str) -> float:
+    """A stable factor in [0.5, 1) per series: refreshes of a cold cache spread over later runs."""
+    return 0.5 + (zlib.crc32(sid.encode()) % 1000) / 2000.0
+
+
+def _still_good(fc: Forecast, y: pd.Series, origin: pd.Timestamp, need_steps: int, step: pd.Timedelta,
+                max_age: pd.Timedelta) -> bool:
+    """A cached forecast serves this run when it is young enough, still covers the steps the
+    decisions read, and no observation since it was made rose above its highest quantile."""
+    start = fc.index[0]
+    if origin < start or origin - start >= max_age:
+        return False
+    if int((origin - start) / step) + need_steps > len(fc.index):
+        return False
+    seen = y[y.index >= start]
+    if len(seen):
+        top = pd.Series(fc.values[:, -1], index=fc.index).reindex(seen.index)
+        if bool((seen > top).any()):
+            return False
+    return True
 
 
 def _q(fc: Forecast, q: float) -> float:

@@ -57,6 +57,16 @@ def validate_object(obj: dict) -> None:
     kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
 
+def fast_settings():
+    """Default settings, but one cheap named model instead of the per-series backtest (`auto`):
+    the loop's behaviour is under test here, not model selection, and 2 cores are shared."""
+    from autoscaler.settings import ServeSettings
+
+    s = ServeSettings()
+    s.loop.forecast_model = "seasonal_naive_daily"
+    return s
+
+
 class StaticCluster:
     """The cluster as a list of objects (our ClusterReader protocol); each read is a fresh copy."""
 

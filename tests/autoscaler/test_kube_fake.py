@@ -11,8 +11,7 @@ from autoscaler.kube import Conflict, Forbidden, Kube, NotFound, TooManyRequests
 from autoscaler.output.sinks import CONFLICT, FORBIDDEN, NOT_FOUND, THROTTLED, WRITTEN, ApiSink
 from autoscaler.routines.leader import LeaderElector
 from autoscaler.routines.loop import OK, ServingLoop
-from autoscaler.settings import ServeSettings
-from tests.autoscaler.conftest import source_of, validate_object
+from tests.autoscaler.conftest import fast_settings, source_of, validate_object
 from tests.autoscaler.fake_apiserver import FakeApiServer
 
 
@@ -31,7 +30,7 @@ def api(objects):
 
 
 def run(kube, history, settings=None):
-    loop = ServingLoop(settings or ServeSettings(), source_of(history), ApiCluster(kube), ApiSink(kube))
+    loop = ServingLoop(settings or fast_settings(), source_of(history), ApiCluster(kube), ApiSink(kube))
     return loop.run_once()
 
 

@@ -18,11 +18,11 @@ from predictor.errors import SourceError
 from predictor.forecasting import forecast_history
 from predictor.history import History
 from predictor.types import Forecast
-from tests.autoscaler.conftest import StaticCluster, source_of, validate_object
+from tests.autoscaler.conftest import fast_settings, StaticCluster, source_of, validate_object
 
 
 def loop_for(objects, history, sink=None, settings=None, **kw):
-    return ServingLoop(settings or ServeSettings(), source_of(history), StaticCluster(objects), sink or DryRunSink(), **kw)
+    return ServingLoop(settings or fast_settings(), source_of(history), StaticCluster(objects), sink or DryRunSink(), **kw)
 
 
 def written(rep):
@@ -62,7 +62,7 @@ def test_vpa_recommendation_follows_the_forecast(objects, history, small):
 
 
 def test_nothing_is_rewritten_when_nothing_changed(objects, history):
-    settings = ServeSettings()
+    settings = fast_settings()
     settings.reclaim.max_step_fraction = 1.0  # else nodes climb towards their value over several runs
     loop = loop_for(objects, history, settings=settings)
     first = loop.run_once()
@@ -97,7 +97,7 @@ class FailingSource:
 def test_source_down_freezes_writes_nothing_keeps_metrics_and_backs_off(objects, history):
     metrics = Metrics()
     sink = DryRunSink()
-    loop = ServingLoop(ServeSettings(), source_of(history), StaticCluster(objects), sink, metrics=metrics)
+    loop = ServingLoop(fast_settings(), source_of(history), StaticCluster(objects), sink, metrics=metrics)
     good = loop.run_once()
     assert good.outcome == OK
     n_good = len(sink.changes)
@@ -247,7 +247,9 @@ def test_a_registry_failing_its_checksum_keeps_the_last_good_one(objects, histor
             return forecast_history(hist, req)
         return fc
 
-    loop = loop_for(objects, history, registry_dir="/models", registry_loader=loader,
+    s = fast_settings()
+    s.loop.forecast_refresh = None  # forecast on every run, so that each run shows which registry it used
+    loop = loop_for(objects, history, settings=s, registry_dir="/models", registry_loader=loader,
                     registry_forecaster=registry_forecaster)
     assert loop.run_once().registry == "v1"
     state["tampered"] = True
@@ -261,7 +263,7 @@ def test_a_registry_failing_its_checksum_keeps_the_last_good_one(objects, histor
 def test_kill_switch_stops_every_write(objects, history, tmp_path):
     switch = tmp_path / "kill"
     switch.write_text("stop\n")
-    s = ServeSettings()
+    s = fast_settings()
     s.guardrails.kill_switch_file = str(switch)
     sink = FileSink(str(tmp_path / "out"))
     rep = loop_for(objects, history, sink, settings=s).run_once()
@@ -293,7 +295,7 @@ def test_vpa_decrease_is_limited_per_step(objects, history):
 
 
 def test_katalyst_objects_validate_against_their_crds(objects, history, tmp_path):
-    s = ServeSettings()
+    s = fast_settings()
     s.reclaim.write_cnr = True
     s.vpa.write_resource_recommend = True
     sink = FileSink(str(tmp_path))
@@ -320,3 +322,56 @@ def test_an_invalid_object_would_be_caught_by_the_validation():
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}, "status": {"allocatable": {"cpu": []}}}
     with pytest.raises(Exception):
         validate_object(node)
+
+
+def extend(history, steps=1, spike=None):
+    """Every series one or more steps longer (values as the same time a day earlier; `spike` x100)."""
+    for sid, y in list(history.series.items()):
+        idx = pd.date_range(y.index[-1] + history.step, periods=steps, freq=history.step)
+        vals = y.reindex(idx - pd.Timedelta("1D")).to_numpy()
+        if sid == spike:
+            vals = vals * 100
+        history.series[sid] = pd.concat([y, pd.Series(vals, index=idx)])
+
+
+def test_forecasts_are_reused_until_old_or_surprised(objects, history):
+    calls: list[set[str]] = []
+
+    def counting(hist, req):
+        calls.append(set(hist.series))
+        return forecast_history(hist, req)
+
+    loop = loop_for(objects, history, forecaster=counting)
+    loop.run_once()
+    assert len(calls[0]) == len(history.series)
+    extend(history)
+    rep = loop.run_once()
+    assert rep.outcome == OK and len(calls) == 1  # nothing refreshed: the cached forecasts still hold
+    assert len(rep.vpa) == 6
+    spiked = next(iter(history.series))
+    extend(history, spike=spiked)
+    loop.run_once()
+    assert calls[-1] == {spiked}  # an observation above the forecast's top quantile
+    extend(history, steps=7)  # 35-45 minutes after the forecasts were made: every entry is past 30 min
+    loop.run_once()
+    assert calls[-1] == set(history.series)
+
+
+def test_a_new_registry_version_drops_cached_forecasts(objects, history):
+    version = {"v": "v1"}
+    calls = []
+
+    def forecaster_for(reg, path):
+        def fc(hist, req):
+            calls.append(reg.version)
+            return forecast_history(hist, req)
+        return fc
+
+    loop = loop_for(objects, history, registry_dir="/models", registry_loader=lambda p: Registry(version["v"]),
+                    registry_forecaster=forecaster_for)
+    loop.run_once()
+    loop.run_once()
+    assert calls == ["v1"]
+    version["v"] = "v2"
+    loop.run_once()
+    assert calls == ["v1", "v2"]

@@ -9,8 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from autoscaler.metrics import HealthServer, Metrics
 from autoscaler.output.sinks import DryRunSink
 from autoscaler.routines.loop import ServingLoop
-from autoscaler.settings import ServeSettings
-from tests.autoscaler.conftest import StaticCluster, source_of
+from tests.autoscaler.conftest import fast_settings, StaticCluster, source_of
 
 
 def get(url):
@@ -23,7 +22,7 @@ def get(url):
 
 def test_metrics_health_and_readiness_on_one_port(objects, history):
     metrics = Metrics()
-    loop = ServingLoop(ServeSettings(), source_of(history), StaticCluster(objects), DryRunSink(), metrics=metrics)
+    loop = ServingLoop(fast_settings(), source_of(history), StaticCluster(objects), DryRunSink(), metrics=metrics)
     state = {"live": True}
     server = HealthServer(metrics, "127.0.0.1", 0, live=lambda: state["live"],
                           ready=lambda: metrics.last_run_ok is True).start()

@@ -12,11 +12,10 @@ import yaml
 from autoscaler.demo import cluster_objects, write_demo_outputs
 from autoscaler.output.sinks import DryRunSink
 from autoscaler.routines.loop import FROZEN, OK, ServingLoop
-from autoscaler.settings import ServeSettings
 from predictor.history import write_long
 from predictor.sources.prometheus import PrometheusSettings, PrometheusSource
 from predictor.sources.synthetic import generate_cluster
-from tests.autoscaler.conftest import StaticCluster, validate_object
+from tests.autoscaler.conftest import fast_settings, StaticCluster, validate_object
 from tests.conftest import run_cli
 from tests.integration.prometheus_server import PrometheusServer
 
@@ -119,7 +118,7 @@ def test_prometheus_stopped_mid_run_freezes_and_writes_nothing(backfilled_cluste
         source = PrometheusSource(PrometheusSettings(url=server.url, retries=0, timeout_seconds=5))
         now = cluster.end - pd.Timedelta("5min")  # the backfilled history ends at the cluster's end
         sink = DryRunSink()
-        loop = ServingLoop(ServeSettings(), source, StaticCluster(cluster_objects(cluster)), sink,
+        loop = ServingLoop(fast_settings(), source, StaticCluster(cluster_objects(cluster)), sink,
                            clock=lambda: now)
         good = loop.run_once()
         assert good.outcome == OK, good.reason

@@ -36,6 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--recommender-name", default=None, help="serve VPAs naming this recommender (default tidewise)")
     p.add_argument("--kill-switch", metavar="FILE", help="when this file exists and says stop (or is empty), write nothing")
     p.add_argument("--step", default=None, help="history and forecast step (default 5m)")
+    p.add_argument("--model", default=None, help="forecast model: auto (default: chosen per series by backtest) "
+                                                 "or one model name (cheaper at fleet scale)")
     p.add_argument("--now", help="decision time (ISO-8601 UTC); default: wall clock for Prometheus, the end of the "
                                  "history + one step for files")
     p.add_argument("--port", type=int, default=8080, help="/metrics /healthz /readyz port (0: off; default 8080)")
@@ -63,6 +65,7 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
         guardrails=settings_from(GuardrailSettings, section.get("guardrails"), "serve.guardrails",
                                  kill_switch_file=args.kill_switch),
         loop=settings_from(LoopSettings, section.get("loop"), "serve.loop", interval=args.interval, step=args.step,
+                           forecast_model=args.model,
                            apply=True if args.apply else None),
     )
 
@@ -95,6 +98,10 @@ def run(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     step = parse_duration(settings.loop.step, what="--step")
+    from predictor.models import MODELS
+
+    if settings.loop.forecast_model != "auto" and settings.loop.forecast_model not in MODELS:
+        raise InputError(f"--model {settings.loop.forecast_model!r}: use auto or one of {sorted(MODELS)}")
     parse_duration(settings.loop.interval, what="--interval")
     if args.sink == "file" and not args.out:
         raise InputError("--sink file needs --out DIR (one YAML per changed object is written there)")

@@ -1,0 +1,119 @@
+"""Replay VPA and HPA decisions over a recorded series, from the past only: what the benchmark
+scores and what `tidewise replay vpa|hpa` will print.
+
+The forecasts follow the serving design: once a day (the registry's refit) the model of each series
+is chosen by `predictor`'s `auto` selection; every hour (the serving loop) that model is refitted
+statelessly on the history so far. Models that are too costly to refit hourly (the gradient-boosted
+ones) are served from the day's forecast instead.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from autoscaler.logic.hpa import Stabilizer, predictive_min_replicas, simulate_reactive_hpa
+from autoscaler.logic.vpa import vpa_default_request, window_max
+from autoscaler.settings import HpaSettings, VpaSettings
+from predictor.forecasting import ForecastRequest, forecast_history
+from predictor.history import History
+from predictor.types import Forecast
+
+STEP = pd.Timedelta("5min")
+CHEAP = {"seasonal_naive_daily", "seasonal_naive_weekly", "seasonal_median", "decaying_histogram"}
+QUANTILES = (0.5, 0.9, 0.95, 0.99)
+
+
+@dataclass
+class DailyChoiceForecaster:
+    """forecast(y, origin, horizon) -> Forecast, with the per-series model chosen once per day."""
+
+    key: str = "series"
+    lookback: pd.Timedelta = pd.Timedelta("21D")  # history handed to the models (3 weeks: weekly naive)
+    choose: Callable[[History, ForecastRequest], list[Forecast]] = forecast_history
+    day_model: dict[pd.Timestamp, tuple[str, Forecast]] = field(default_factory=dict)
+
+    def _history(self, y: pd.Series, origin: pd.Timestamp) -> History:
+        past = y[(y.index < origin) & (y.index >= origin - self.lookback)]
+        past = past.loc[past.first_valid_index(): past.last_valid_index()] if past.notna().any() else past
+        return History({self.key: past}, STEP)
+
+    def forecast(self, y: pd.Series, origin: pd.Timestamp, horizon: pd.Timedelta) -> Forecast:
+        day = origin.floor("D")
+        if day not in self.day_model:
+            req = ForecastRequest(pd.Timedelta("1D") + horizon, STEP, QUANTILES, "auto", day)
+            fc = self.choose(self._history(y, day), req)[0]
+            self.day_model[day] = (fc.model, fc)
+        model, day_fc = self.day_model[day]
+        if model in CHEAP:
+            req = ForecastRequest(horizon, STEP, QUANTILES, model, origin)
+            return forecast_history(self._history(y, origin), req)[0]
+        start = int((origin - day) / STEP)
+        n = int(math.ceil(horizon / STEP))
+        return Forecast(day_fc.series, day_fc.index[start: start + n], day_fc.quantiles,
+                        day_fc.values[start: start + n], day_fc.model, day_fc.version)
+
+
+def replay_vpa(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, settings: VpaSettings,
+               forecaster: DailyChoiceForecaster | None = None, every: pd.Timedelta = pd.Timedelta("1h")) -> pd.Series:
+    """The request in force at each step of [start, end): recomputed every `every` as the highest
+    forecast q(settings.quantile) over the next `every`, times 1 + margin (one replica, raw units)."""
+    forecaster = forecaster or DailyChoiceForecaster()
+    steps = int(every / STEP)
+    out = {}
+    for t in pd.date_range(start, end, freq=every, inclusive="left"):
+        fc = forecaster.forecast(y, t, every)
+        out[t] = window_max(fc, settings.quantile, steps) * (1 + settings.margin)
+    return pd.Series(out).reindex(y[start:end].index, method="ffill")
+
+
+def replay_vpa_default(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp,
+                       every: pd.Timedelta = pd.Timedelta("1h")) -> pd.Series:
+    """The stock VPA recommender's target (decaying p90 + 15%, 8 days), recomputed every hour."""
+    out = {}
+    for t in pd.date_range(start, end, freq=every, inclusive="left"):
+        h = y[(y.index < t) & (y.index >= t - pd.Timedelta("8D"))].dropna()
+        out[t] = vpa_default_request(h.to_numpy(), (t - h.index).total_seconds().to_numpy() / 3600.0)
+    return pd.Series(out).reindex(y[start:end].index, method="ffill")
+
+
+def vpa_scores(usage: pd.Series, request: pd.Series) -> tuple[float, float]:
+    """(mean relative slack (request - usage) / request, negative counted as 0; violation rate)."""
+    u, r = usage.to_numpy(), request.to_numpy()
+    ok = ~(np.isnan(u) | np.isnan(r)) & (r > 0)
+    if not ok.any():
+        return float("nan"), float("nan")
+    slack = np.clip((r[ok] - u[ok]) / r[ok], 0, None)
+    return float(slack.mean()), float(np.mean(u[ok] > r[ok]))
+
+
+def replay_hpa(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, per: float, settings: HpaSettings,
+               target_utilization: float = 0.7, forecaster: DailyChoiceForecaster | None = None,
+               every: pd.Timedelta = pd.Timedelta("1h")) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Predictive floor every 5 minutes from forecasts refreshed every hour, the HPA's own rule above
+    it. Returns (demand per minute, floor per minute, serving replicas per minute, r0)."""
+    forecaster = forecaster or DailyChoiceForecaster()
+    lead = pd.Timedelta(settings.startup)
+    look = pd.Timedelta("5min")
+    d1 = y.resample("1min").ffill()[start:end]
+    minutes = d1.index
+    floor = np.ones(len(minutes), dtype=int)
+    stab = Stabilizer(pd.Timedelta(settings.stabilization))
+    capacity = per * target_utilization
+    for t in pd.date_range(start, end, freq=every, inclusive="left"):
+        fc = forecaster.forecast(y, t, every + lead + 2 * STEP)
+        q = fc.quantile(settings.quantile) if settings.quantile in fc.quantiles else fc.values[:, -1]
+        q = np.where(np.isfinite(q), q, np.nanmax(q) if np.isfinite(q).any() else 0.0)
+        for k in range(int(every / STEP)):
+            at = t + k * STEP
+            wish, _ = predictive_min_replicas(q[k:], STEP, lead, look, capacity)
+            n = stab.apply(at, wish)
+            sel = (minutes >= at) & (minutes < at + STEP)
+            floor[sel] = n
+    r0 = max(1, int(np.ceil(y[y.index < start].iloc[-12:].mean() / capacity)))
+    serving = simulate_reactive_hpa(d1.to_numpy(), per, r0, target_utilization=target_utilization,
+                                    startup_minutes=int(lead / pd.Timedelta("1min")), min_replicas=floor)
+    return d1.to_numpy(), floor, serving, r0

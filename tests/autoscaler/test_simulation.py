@@ -1,0 +1,276 @@
+"""The colocation simulator (issue 6): the engine's accounting and each policy's rule on hand-made
+clusters, then determinism and the no-colocation identity on real traces."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from autoscaler.logic.reclaim import plan_node
+from autoscaler.settings import ReclaimSettings
+from autoscaler.simulation.batch import JobStream
+from autoscaler.simulation.cluster import Cluster, ClusterSettings, build_cluster
+from autoscaler.simulation.engine import EngineSettings, simulate
+from autoscaler.simulation.policies import (Katalyst, Koordinator, NoColocation, NodeForecasts, Observation,
+                                            Tidewise, policy_set)
+from autoscaler.simulation.traces import SIM_EPOCH, load_traces, make_trace
+from tests.conftest import SHARED_DATA
+
+TRACES = ["aiops/cpu4", "ccc/cluster14", "web/nasa95"]
+
+
+def hand_cluster(online: np.ndarray, system: float | np.ndarray = 1.0, cores: float = 32.0) -> Cluster:
+    online = np.atleast_2d(np.asarray(online, dtype=float))
+    sys_arr = np.broadcast_to(np.asarray(system, dtype=float), online.shape).copy()
+    return Cluster(ClusterSettings(nodes=online.shape[0], cores=cores), [], [], online, sys_arr,
+                   np.zeros(online.shape[0]))
+
+
+class Fixed:
+    """A policy that offers the same quota every minute."""
+
+    name = "fixed"
+
+    def __init__(self, quota):
+        self.quota = quota
+
+    @property
+    def label(self):
+        return self.name
+
+    def reset(self, cluster):
+        self.n = cluster.nodes
+
+    def decide(self, obs):
+        q = self.quota(obs.t) if callable(self.quota) else self.quota
+        return np.full(self.n, float(q))
+
+
+# --- the engine on hand-made clusters -----------------------------------------------------------
+
+def test_batch_fills_what_is_offered_and_cpu_is_conserved_every_node_minute():
+    rng = np.random.default_rng(3)
+    online = np.clip(10 + np.cumsum(rng.normal(0, 0.8, size=(3, 600)), axis=1), 0, 40)
+    cluster = hand_cluster(online, system=rng.uniform(0.3, 1.5, size=(3, 600)))
+    r = simulate(cluster, Katalyst(), seed=1, settings=EngineSettings(keep_series=True))
+    s = r.series
+    total = s["online"] + s["batch"] + s["system"] + s["idle"]
+    np.testing.assert_allclose(total, cluster.capacity, atol=1e-9)
+    for k in ("online", "batch", "system", "idle"):
+        assert (s[k] >= -1e-9).all(), k
+    assert (s["batch"] <= s["quota"] + 1e-9).all()
+    assert (s["online"] <= s["demand"] + 1e-9).all()
+    # the queue never runs dry: after the first minutes, batch uses (nearly) all of its quota
+    used = s["batch"][:, 10:].sum() / s["quota"][:, 10:].sum()
+    assert used > 0.9
+    np.testing.assert_allclose(r.utilisation, ((s["online"] + s["batch"] + s["system"]) / 32).mean())
+
+
+def test_a_policy_that_offers_nothing_gives_the_no_colocation_figures():
+    rng = np.random.default_rng(0)
+    online = rng.uniform(2, 12, size=(4, 300))
+    cluster = hand_cluster(online, system=0.8)
+    none = simulate(cluster, NoColocation(), seed=0)
+    zero = simulate(cluster, Fixed(0.0), seed=0)
+    # a koordinator threshold below what online already uses offers nothing either
+    koord = simulate(cluster, Koordinator(threshold=0.0), seed=0)
+    expected = (online + 0.8).mean() / 32
+    for r in (none, zero, koord):
+        assert r.utilisation == pytest.approx(expected, abs=1e-12)
+        assert r.metrics()["shortfall"] == 0.0 and r.batch_core_hours == 0.0 and r.evictions == 0
+
+
+def test_demand_jump_is_short_for_exactly_the_delay_minute():
+    # a node at 5 cores of online demand jumps to 20 at minute 100; katalyst's quota follows one
+    # minute later, so minute 100 (and only it) is short, while batch held the CPU
+    online = np.where(np.arange(200) < 100, 5.0, 20.0)[None, :]
+    cluster = hand_cluster(online, system=1.0)
+    r = simulate(cluster, Katalyst(), seed=0, settings=EngineSettings(keep_series=True))
+    s = r.series
+    short = np.flatnonzero(s["demand"][0] - s["online"][0] > 1e-6)
+    assert short.tolist() == [100]
+    assert r.shortfall == pytest.approx(1 / 200)
+    # quota at minute 100 was decided on minute 99 (5 cores); at 101 on minute 100's measurements
+    assert s["quota"][0, 100] == pytest.approx(30 - 4 - max(5 * 1.25, 5.0), abs=1e-6)
+    assert s["quota"][0, 101] < s["quota"][0, 100] - 5
+    assert r.online_unserved_core_hours > 0
+
+
+def test_throttling_then_eviction_newest_first():
+    # 20 cores offered for an hour (jobs fill it), then 12 (throttled: 12 >= 0.5 x 20), then 4 (evicted)
+    quota = lambda t: 20.0 if t < 60 else (12.0 if t < 70 else 4.0)  # noqa: E731
+    cluster = hand_cluster(np.full((1, 100), 2.0), system=0.5)
+    r = simulate(cluster, Fixed(quota), seed=5, settings=EngineSettings(keep_series=True))
+    b = r.series["batch"][0]
+    assert b[30] == pytest.approx(20.0, abs=1.0)
+    assert b[65] == pytest.approx(12.0)  # throttled, nobody evicted yet
+    assert b[75] <= 4.0 + 1e-9
+    assert r.evictions > 0
+    # the work the evicted jobs had done is lost: completed core-hours are below CPU spent on batch
+    assert r.batch_core_hours < r.series["batch"].sum() / 60
+
+
+def test_eviction_removes_only_what_does_not_fit_newest_first():
+    cluster = hand_cluster(np.full((1, 40), 1.0), system=0.5)
+    quota = lambda t: 16.0 if t < 20 else 6.0  # noqa: E731  6 < 0.5 x 16: evict
+    es = EngineSettings(keep_series=True)
+    r = simulate(cluster, Fixed(quota), seed=2, settings=es)
+    # the survivors fill at most the new quota, and the first jobs admitted are kept
+    assert r.series["batch"][0, 25] <= 6.0 + 1e-9
+    assert r.series["batch"][0, 25] > 6.0 - 4.0  # no more evicted than needed (largest job is 4 cores)
+
+
+def test_job_stream_is_seeded_and_endless():
+    a, b, c = JobStream(3, seed=7, block=16), JobStream(3, seed=7, block=16), JobStream(3, seed=8, block=16)
+    a.take(np.array([40, 0, 5]))
+    b.take(np.array([40, 0, 5]))
+    sa, da = a.peek(30)
+    sb, db = b.peek(30)
+    np.testing.assert_array_equal(sa, sb)
+    np.testing.assert_array_equal(da, db)
+    assert not np.array_equal(c.peek(30)[0], JobStream(3, seed=7, block=16).peek(30)[0])
+    assert set(np.unique(sa)) <= {0.5, 1.0, 2.0, 4.0} and (da >= 5).all() and (da <= 720).all()
+
+
+# --- each policy's rule on a hand-made case ------------------------------------------------------
+
+def obs(t, usage, demand=None, system=1.0, batch=0.0):
+    u = np.atleast_1d(np.asarray(usage, float))
+    return Observation(t, u, np.atleast_1d(np.asarray(demand if demand is not None else usage, float)),
+                       np.full(len(u), system), np.full(len(u), batch))
+
+
+def test_katalyst_rule():
+    cluster = hand_cluster(np.zeros((2, 5)))
+    p = Katalyst()
+    p.reset(cluster)
+    # usage 8 (x1.25 = 10) and a demand of 8: load1 after one minute is 8 x (1 - 1/e) = 5.06 < 10
+    q = p.decide(obs(0, [8.0, 8.0], [8.0, 8.0]))
+    np.testing.assert_allclose(q, 30 - 4 - 10)
+    # a starved service: usage 8 but 40 cores runnable -> the load term dominates
+    q = p.decide(obs(1, [8.0, 8.0], [40.0, 8.0]))
+    load = 8 * (1 - math.exp(-1)) * math.exp(-1) + 40 * (1 - math.exp(-1))
+    assert q[0] == pytest.approx(max(0.0, 30 - 4 - max(10.0, load)))
+    assert q[1] == pytest.approx(30 - 4 - 10)
+    p2 = Katalyst(reserve=0.0, factor=2.0, knob="factor")
+    p2.reset(cluster)
+    np.testing.assert_allclose(p2.decide(obs(0, [20.0, 1.0])), [0.0, 28.0])
+    assert p2.label == "katalyst@factor=2"
+
+
+def test_koordinator_rule():
+    cluster = hand_cluster(np.zeros((2, 5)))
+    p = Koordinator()
+    p.reset(cluster)
+    np.testing.assert_allclose(p.decide(obs(0, [6.0, 25.0], system=1.5)), [32 * 0.65 - 6 - 1.5, 0.0])
+    p = Koordinator(threshold=0.8, knob="threshold")
+    p.reset(cluster)
+    np.testing.assert_allclose(p.decide(obs(0, [6.0, 6.0], system=1.0)), [32 * 0.8 - 7] * 2)
+    assert p.label == "koordinator@threshold=0.8"
+
+
+def flat_forecasts(nodes: int, days: int, values: dict[float, float], extra: int = 120) -> NodeForecasts:
+    return NodeForecasts(tuple(values), [{q: np.full((nodes, 1440 + extra), v) for q, v in values.items()}
+                                         for _ in range(days)])
+
+
+def test_tidewise_reuses_the_serving_loop_reclaim_logic():
+    cluster = hand_cluster(np.zeros((1, 1440)))
+    nf = flat_forecasts(1, 1, {0.5: 6.0, 0.95: 9.0})
+    nf.by_day[0][0.95][0, 300:330] = 14.0  # a forecast peak at 05:00
+    p = Tidewise(nf)
+    p.reset(cluster)
+    settings = ReclaimSettings()
+    previous = None
+    for t in range(250, 300):
+        q = p.decide(obs(t, [8.0], [8.0]))[0]
+        # the serving loop's own function, given the window's forecast peak as the node's demand
+        window = nf.by_day[0][0.95][0, t + 1:t + 61]
+        previous = plan_node("n", 30000, 2**40, window, np.zeros(1), settings, "", 60, previous=previous)
+        assert q == previous.reclaimed_millicpu / 1000
+    # the 05:00 peak entered the window at 04:00 (minute 240): 30 - 1 reserved - 14 - 1.5 margin
+    assert q == pytest.approx(30 - 1 - 14 - 1.5)
+
+
+def test_tidewise_reactive_term_adds_the_recent_forecast_miss():
+    cluster = hand_cluster(np.zeros((1, 1440)))
+    nf = flat_forecasts(1, 1, {0.5: 4.0, 0.95: 6.0})
+    p = Tidewise(nf, margin=0.0, recent=15)
+    p.reset(cluster)
+    for t in range(100):  # settle the smoothing at the forecast-based value
+        p.decide(obs(t, [5.0], [5.0]))
+    settled = p.decide(obs(100, [5.0], [5.0]))[0]
+    assert settled == pytest.approx(30 - 1 - 6)
+    # demand comes in at 10, 4 cores above the q0.95 forecast: the quota drops by 4 at once
+    assert p.decide(obs(101, [10.0], [10.0]))[0] == pytest.approx(settled - 4)
+    # the miss is remembered for `recent` minutes, then forgotten (quota climbs back, step-limited)
+    for t in range(102, 116):
+        assert p.decide(obs(t, [5.0], [5.0]))[0] == pytest.approx(settled - 4)
+    assert p.decide(obs(116, [5.0], [5.0]))[0] > settled - 4
+
+
+def test_policy_set_and_labels():
+    nf = flat_forecasts(1, 1, {0.5: 1.0, 0.9: 1.0, 0.95: 1.0, 0.99: 1.0})
+    labels = [p.label for p in policy_set("all", nf)]
+    assert labels[:2] == ["none", "katalyst"]
+    assert "koordinator@threshold=0.85" in labels and "katalyst@reserve=0" in labels
+    assert "tidewise" in labels and "tidewise@quantile=0.99" in labels
+    assert len(labels) == len(set(labels))
+    with pytest.raises(ValueError):
+        policy_set("tidewise", None)
+    with pytest.raises(ValueError, match="unknown policy"):
+        policy_set("greedy", nf)
+
+
+# --- real traces ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def traces():
+    return load_traces(SHARED_DATA, days=2, names=TRACES)
+
+
+def test_traces_are_aligned_non_negative_and_keep_their_time_of_day(traces):
+    assert [t.name for t in traces] == sorted(TRACES)
+    for t in traces:
+        assert len(t.eval_1min) == 2 * 1440
+        assert (t.eval_1min >= 0).all() and np.isfinite(t.eval_1min).all()
+        assert t.history.index[-1] < SIM_EPOCH <= t.full_5min.index[-1]
+        assert np.nanquantile(t.history.to_numpy(), 0.99) == pytest.approx(1.0, rel=0.35)
+    assert next(t for t in traces if t.name == "aiops/cpu4").signed
+    # a 1-minute trace is replayed minute by minute: same values, same time of day, one scale factor
+    raw = pd.read_csv(f"{SHARED_DATA}/web_request_rates/nasa_http_1995_requests_per_minute.csv.gz")
+    raw = pd.Series(raw.iloc[:, 1].to_numpy(float), index=pd.to_datetime(raw.iloc[:, 0]).dt.tz_localize("UTC"))
+    t = make_trace("web/nasa95", raw, days=2)
+    end = raw.index[-1].floor("1D")
+    window = raw[(raw.index >= end - pd.Timedelta("2D")) & (raw.index < end)].resample("1min").mean()
+    assert len(window) == 2 * 1440
+    ok = window.notna().to_numpy() & (window.to_numpy() > 0)
+    ratio = t.eval_1min[ok] / window.to_numpy()[ok]
+    assert ok.sum() > 2000 and np.std(ratio) < 1e-9
+
+
+def test_same_seed_same_results_other_seed_other_cluster(traces):
+    cs = ClusterSettings(nodes=3)
+    a = build_cluster(traces, cs, seed=11)
+    b = build_cluster(traces, cs, seed=11)
+    c = build_cluster(traces, cs, seed=12)
+    np.testing.assert_array_equal(a.online, b.online)
+    assert not np.array_equal(a.online, c.online)
+    ra, rb = simulate(a, Katalyst(), seed=11), simulate(b, Katalyst(), seed=11)
+    assert ra.metrics() == rb.metrics()
+    np.testing.assert_array_equal(ra.util_by_minute, rb.util_by_minute)
+    assert simulate(a, Katalyst(), seed=12).metrics() != ra.metrics()  # another batch queue
+
+
+def test_cluster_requests_near_peak_and_no_colocation_utilisation(traces):
+    c = build_cluster(traces, ClusterSettings(nodes=4), seed=0)
+    alloc = c.allocatable
+    assert (c.requested <= alloc + 1e-9).all()
+    assert c.requested.sum() >= 0.85 * alloc * 4
+    for s in c.services:
+        peak = float(np.nanmax(c.traces[s.trace].history.to_numpy())) * s.scale
+        assert s.request / 1.3 - 1e-9 <= peak <= s.request + 1e-9
+    util = (c.online + c.system).mean() / c.capacity
+    assert 0.05 < util < 0.6
