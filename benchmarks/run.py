@@ -14,6 +14,7 @@ import time
 
 SECTIONS = [
     "enforcer",
+    "colocation",
 ]
 
 

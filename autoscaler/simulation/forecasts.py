@@ -37,7 +37,7 @@ def cache_key(traces: Sequence[Trace], days: int, model: str, quantiles: Sequenc
     h.update(json.dumps({"days": days, "model": model, "q": list(quantiles), "horizon": str(HORIZON)}).encode())
     for t in traces:
         h.update(t.name.encode())
-        h.update(np.ascontiguousarray(np.nan_to_num(t.full_5min.to_numpy(), nan=-1.0)).tobytes())
+        h.update(np.ascontiguousarray(np.nan_to_num(t.grid_series.to_numpy(), nan=-1.0)).tobytes())
     return h.hexdigest()[:16]
 
 
@@ -46,7 +46,7 @@ def forecast_traces(traces: Sequence[Trace], days: int, model: str = "auto",
                     progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, dict[str, str]]:
     """traces x days x quantiles x minutes (1-minute, 25 h per day) and the model used per trace.
 
-    Each 5-minute forecast value (a forecast of the 5-minute peak) holds for its five minutes.
+    Each forecast value (a forecast of the step's peak minute) holds for every minute of its step.
     """
     from predictor.forecasting import ForecastRequest, forecast_history
     from predictor.history import History
@@ -65,7 +65,7 @@ def forecast_traces(traces: Sequence[Trace], days: int, model: str = "auto",
     models: dict[str, str] = {}
     for d in range(days):
         origin = SIM_EPOCH + pd.Timedelta(days=d)
-        hist = History({t.name: t.full_5min[t.full_5min.index < origin] for t in traces}, FORECAST_STEP)
+        hist = History({t.name: t.grid_series[t.grid_series.index < origin] for t in traces}, FORECAST_STEP)
         req = ForecastRequest(horizon=HORIZON, step=FORECAST_STEP, quantiles=tuple(quantiles), model=model,
                               origin=origin)
         by_name = {f.series: f for f in forecast_history(hist, req)}

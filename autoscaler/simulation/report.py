@@ -166,7 +166,7 @@ def render_report(study: Any) -> str:
         cols = [k for k in d["forecast_coverage"][0] if k not in ("trace",)]
         parts.append("<h2>Forecast quality per trace</h2><p>Share of evaluation minutes whose 1-minute demand "
                      "exceeded each forecast quantile (a calibrated q0.95 is exceeded 5% of the time; the forecasts "
-                     "are of the 5-minute peak, so a calibrated forecast is exceeded less), the mean miss above q0.95 "
+                     "are of each 15-minute step's peak minute, so a calibrated forecast is exceeded less), the mean miss above q0.95 "
                      "and the mean over-forecast below it, both in units of the trace's history p99.</p>"
                      "<table><tr><th>trace</th>" + "".join(f"<th>{e(k)}</th>" for k in cols) + "</tr>")
         for row in sorted(d["forecast_coverage"], key=lambda r: -r.get("exceed_q0.95", 0)):

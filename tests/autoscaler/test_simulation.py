@@ -236,7 +236,7 @@ def test_traces_are_aligned_non_negative_and_keep_their_time_of_day(traces):
     for t in traces:
         assert len(t.eval_1min) == 2 * 1440
         assert (t.eval_1min >= 0).all() and np.isfinite(t.eval_1min).all()
-        assert t.history.index[-1] < SIM_EPOCH <= t.full_5min.index[-1]
+        assert t.history.index[-1] < SIM_EPOCH <= t.grid_series.index[-1]
         assert np.nanquantile(t.history.to_numpy(), 0.99) == pytest.approx(1.0, rel=0.35)
     assert next(t for t in traces if t.name == "aiops/cpu4").signed
     # a 1-minute trace is replayed minute by minute: same values, same time of day, one scale factor
