@@ -1,10 +1,11 @@
 """Read the cluster: from the API through `Kube`, or from a YAML file (`--cluster-state`).
 
-The file is what `kubectl get vpa,hpa,deploy,sts,pods,nodes -A -o yaml` prints (a `List` with
-`items`), or a multi-document YAML of objects, or a plain YAML list of objects.
+The file is what `kubectl get vpa,hpa,deploy,sts,pods,nodes -A -o yaml` (or `-o json`) prints (a
+`List` with `items`), or a multi-document YAML of objects, or a plain YAML list of objects.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import dataclass
@@ -41,9 +42,14 @@ def load_cluster_state(path: str) -> ClusterState:
         raise InputError(f"--cluster-state {path}: no such file")
     try:
         with open(path, encoding="utf-8") as fh:
-            docs = list(yaml.load_all(fh, Loader=SafeLoader))
-    except yaml.YAMLError as exc:
-        raise InputError(f"--cluster-state {path} is not valid YAML: {exc}") from exc
+            text = fh.read()
+        if text.lstrip()[:1] in ("{", "["):
+            # `kubectl get ... -o json`: JSON is YAML too, but the json module reads it ~20x faster
+            docs = [json.loads(text)]
+        else:
+            docs = list(yaml.load_all(text, Loader=SafeLoader))
+    except (yaml.YAMLError, ValueError) as exc:
+        raise InputError(f"--cluster-state {path} is not valid YAML or JSON: {exc}") from exc
     state = ClusterState.from_objects(parse_objects(docs, path))
     for why in state.skipped:
         log.warning("cluster state %s: %s", path, why)

@@ -1,55 +1,34 @@
-"""The model registry step: load and verify `predictor.registry`, keep the last good version.
+"""The model registry step: load and verify a `predictor.registry` version, keep the last good one.
 
-`predictor.registry` (written alongside) verifies every checksum on load and raises on a tampered
-or incompatible registry; this adapter only finds its entry points, so that the loop depends on
-its behaviour and not on its exact names.
+`load_last_good` verifies every checksum before anything is unpickled and falls back to the newest
+version that verifies; the loop keeps the version it last loaded when even that fails. Forecasts are
+made with the stored per-series choices of *that* version (its folder is named explicitly, so a
+tampered `latest` cannot slip in), at the quantiles it was trained for.
 """
 from __future__ import annotations
 
-import importlib
+from dataclasses import replace
 from typing import Any, Callable
 
-from predictor.errors import TidewiseError
 from predictor.forecasting import ForecastRequest
 from predictor.history import History
 from predictor.types import Forecast
 
 
-class RegistryUnavailable(TidewiseError):
-    """There is no `predictor.registry` module (or no loader in it) in this build."""
-
-
-def _module() -> Any:
-    try:
-        return importlib.import_module("predictor.registry")
-    except ImportError as exc:
-        raise RegistryUnavailable(f"predictor.registry is not available ({exc})") from exc
-
-
 def load_registry(path: str) -> Any:
-    """Load and verify the registry at `path`; whatever `predictor.registry` raises propagates."""
-    mod = _module()
-    for name in ("load_registry", "open_registry", "load"):
-        fn = getattr(mod, name, None)
-        if callable(fn):
-            return fn(path)
-    cls = getattr(mod, "Registry", None)
-    for name in ("load", "open"):
-        fn = getattr(cls, name, None) if cls is not None else None
-        if callable(fn):
-            return fn(path)
-    raise RegistryUnavailable("predictor.registry has no load_registry/Registry.load entry point")
+    """The newest verified version under `path` (a RegistryVersion); RegistryError when none verifies."""
+    from predictor.registry import load_last_good
+
+    return load_last_good(path)
 
 
 def registry_forecaster(registry: Any, path: str) -> Callable[[History, ForecastRequest], list[Forecast]]:
-    """Forecast with a loaded registry (falls back to passing the folder if that is all it takes)."""
-    mod = _module()
-    fn = getattr(mod, "forecast_with_registry")
+    """Forecast with one loaded version (re-verified on use by `forecast_with_registry`)."""
+    from predictor.registry import forecast_with_registry
 
     def forecast(history: History, req: ForecastRequest) -> list[Forecast]:
-        try:
-            return fn(registry, history, req)
-        except TypeError:
-            return fn(path, history, req)
+        # the registry answers at the quantiles it was trained for; decisions pick the nearest
+        # higher one they need (autoscaler.logic.vpa.quantile_column)
+        return forecast_with_registry(registry.path, history, replace(req, quantiles=tuple(registry.quantiles)))
 
     return forecast

@@ -69,8 +69,10 @@ class HpaDecision:
     user_min_replicas: int  # the floor the user configured (kept in an annotation)
     max_replicas: int
     predicted: int  # replicas needed at now + lead (before stabilisation and bounds)
-    timeline: list[tuple[str, int]]  # (ISO time, replicas(t)) over the forecast
+    timeline: list[int]  # replicas(t) for t = timeline_start + i x step (the next 4 hours)
     reason: Reason
+    timeline_start: str = ""  # ISO-8601 UTC
+    timeline_step_seconds: int = 300
 
     @property
     def key(self) -> str:

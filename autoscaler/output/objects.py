@@ -126,7 +126,8 @@ def hpa_change(hpa: Obj, decision: HpaDecision) -> Change | None:
     return Change("HorizontalPodAutoscaler", hpa.get("apiVersion", "autoscaling/v2"), m.get("namespace"), m["name"],
                   obj, patch, safe_direction=safe,
                   reasons={"reason": decision.reason.to_dict(), "predicted": decision.predicted,
-                           "timeline": decision.timeline[:48]})
+                           "timeline": {"start": decision.timeline_start, "step_seconds": decision.timeline_step_seconds,
+                                        "replicas": decision.timeline}})
 
 
 def published(node: Obj, settings: ReclaimSettings) -> tuple[int | None, int | None]:

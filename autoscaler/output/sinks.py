@@ -72,7 +72,13 @@ class FileSink:
     def write(self, change: Change) -> WriteResult:
         path = file_path(self.out_dir, change)
         try:
-            write_text_atomic(path, yaml.dump(change.obj, Dumper=SafeDumper, sort_keys=False, default_flow_style=False))
+            # temp file + rename: a reader never sees half a file. No fsync per file: thousands of
+            # review files are not worth thousands of disk flushes (a crash loses a run, not a file's sense)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.tmp{os.getpid()}"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                yaml.dump(change.obj, fh, Dumper=SafeDumper, sort_keys=False, default_flow_style=False)
+            os.replace(tmp, path)
         except OSError as exc:
             return WriteResult(change.key, FAILED, f"{path}: {exc}")
         self.written[change.key] = path

@@ -8,6 +8,7 @@ decisions stay where they are (in the cluster and in the metrics) and the next r
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -135,6 +136,7 @@ class ServingLoop:
         self.stabilizers: dict[str, Stabilizer] = {}
         self.reclaim_prev: dict[str, ReclaimPlan] = {}
         self.published_vpa: dict[str, dict[tuple[str, str], int]] = {}
+        self.last_written: dict[str, str] = {}  # object -> fingerprint of the last patch written
         self.cache: dict[str, Forecast] = {}  # series -> last forecast (see LoopSettings.forecast_refresh)
         self.cache_generation: tuple[Any, ...] | None = None
         self.failures = 0
@@ -279,10 +281,10 @@ class ServingLoop:
             for res_map in (index.get(wl) or _Series()).by_container.values():
                 for sid in res_map.values():
                     y = hist.series[sid]
-                    valid = y.index[y.notna().to_numpy()]
-                    if len(valid) == 0 or is_stale(valid[-1], now, self.stale_after):
+                    ok = np.flatnonzero(~np.isnan(y.to_numpy()))
+                    if len(ok) == 0 or is_stale(y.index[ok[-1]], now, self.stale_after):
                         rep.skipped[sid] = f"no sample in the last {s.guardrails.stale_after} (gap or stopped series)"
-                    elif valid[-1] - valid[0] < min_hist:
+                    elif y.index[ok[-1]] - y.index[ok[0]] < min_hist:
                         rep.skipped[sid] = f"under {s.guardrails.min_history} of history"
                     else:
                         keep[sid] = y
@@ -389,9 +391,11 @@ class ServingLoop:
                 if sid is None or sid not in fcs:
                     continue
                 fc = _shifted(fcs[sid], off)
-                y = hist.series[sid]
-                peak = float(np.nanmax(y[y.index >= peak_cut].to_numpy())) if res == "memory" and \
-                    y[y.index >= peak_cut].notna().any() else None
+                peak = None
+                if res == "memory":
+                    y = hist.series[sid]
+                    recent = y.to_numpy()[y.index.searchsorted(peak_cut):]
+                    peak = float(np.nanmax(recent)) if np.isfinite(recent).any() else None
                 rec = recommend_resource(fc, res, replicas, s, window, bound, policy, memory_peak=peak,
                                          model_label=f"{fc.model}@{fc.version}")
                 prev = published_now.get((cname, res))
@@ -463,10 +467,11 @@ class ServingLoop:
             final = max_replicas
         first = int(lead // self.step)
         index = fc0.index[off:]
-        tl = [(t.isoformat(), int(r)) for t, r in zip(index, timeline)]
+        # the next 4 hours of replicas(t), for the reason and the report (not the whole horizon)
         predicted = int(timeline[min(first, len(timeline) - 1)])
         ctx.setdefault("hpa_series", {})[f"{ns}/{name}"] = (kind, target, sids, predicted, final)
-        return HpaDecision(ns, name, final, user_min, max_replicas, predicted, tl, reason)
+        return HpaDecision(ns, name, final, user_min, max_replicas, predicted, [int(x) for x in timeline[:48]],
+                           reason, _iso(index[0]), int(self.step.total_seconds()))
 
     # nodes -------------------------------------------------------------------------------------
     def _recommend_nodes(self, rep: RunReport, ctx: dict[str, Any]) -> None:
@@ -575,6 +580,8 @@ class ServingLoop:
                 changes.append(cnr_change(p, self.settings.reclaim, now_iso))
         allowed = []
         for c in changes:
+            if self.last_written.get(c.key) == _fingerprint(c):
+                continue  # what this loop last wrote already says the same (offline state, or a lagging cache)
             if self.cooldown.allows(c.key, now, c.safe_direction):
                 allowed.append(c)
             else:
@@ -599,6 +606,7 @@ class ServingLoop:
             rep.results.append(res)
             if res.outcome in (WRITTEN, DRY_RUN):
                 self.cooldown.record(c.key, now)
+                self.last_written[c.key] = _fingerprint(c)
             if res.outcome == WRITTEN and c.kind == "Node":
                 plan = next(p for p in rep.reclaim if p.node == c.name)
                 self.reclaim_prev[c.name] = plan
@@ -638,6 +646,18 @@ def _shifted(fc: Forecast, off: int) -> Forecast:
         return fc
     return Forecast(fc.series, fc.index[off:], fc.quantiles, fc.values[off:], fc.model, fc.version,
                     fc.backtest_score, fc.notes)
+
+
+def _fingerprint(c: Change) -> str:
+    """The patch without its timestamps: equal fingerprints write the same decision."""
+    def strip(o: Any) -> Any:
+        if isinstance(o, dict):
+            return {k: strip(v) for k, v in o.items() if k not in ("lastTransitionTime", "lastRecommendationTime")}
+        if isinstance(o, list):
+            return [strip(x) for x in o]
+        return o
+
+    return json.dumps(strip(c.patch), sort_keys=True, default=str)
 
 
 def _spread(sid: str) -> float:
