@@ -375,3 +375,26 @@ def test_a_new_registry_version_drops_cached_forecasts(objects, history):
     version["v"] = "v2"
     loop.run_once()
     assert calls == ["v1", "v2"]
+
+
+def test_reclaimable_climbs_from_what_was_published_not_from_a_failed_write(objects, history):
+    from autoscaler.output.sinks import FAILED, WriteResult
+
+    class Refusing(DryRunSink):
+        def write(self, change):
+            if change.kind == "Node" and change.name == "node-0":
+                return WriteResult(change.key, FAILED, "refused")
+            return super().write(change)
+
+    s = fast_settings()
+    loop = loop_for(objects, history, Refusing(), settings=s)
+    first = loop.run_once()
+    step = {p.node: p for p in first.reclaim}
+    alloc = 31500
+    assert step["node-1"].reclaimed_millicpu == int(alloc * s.reclaim.max_step_fraction)  # first climb
+    extend(history)
+    second = loop.run_once()
+    again = {p.node: p for p in second.reclaim}
+    assert again["node-1"].reclaimed_millicpu == 2 * int(alloc * s.reclaim.max_step_fraction)
+    # node-0's first value never reached the node: it climbs from nothing again
+    assert again["node-0"].reclaimed_millicpu == int(alloc * s.reclaim.max_step_fraction)
