@@ -68,14 +68,17 @@ def run(quick: bool) -> str:
         b = d["tidewise_breakdown"].get("tidewise")
         if b:
             lines.append(
-                f"- Where tidewise holds CPU back (mean cores per node-minute): the q0.95 forecast sits "
+                f"- Where tidewise holds CPU back (mean cores per node-minute, online demand "
+                f"{b['online_demand_next_minute']:.2f}): the day-ahead q0.95 forecast sits "
                 f"{b['forecast_quantile_over_demand']:.2f} above the demand that came, the 1-hour window's peak "
-                f"another {b['window_peak_over_forecast']:.2f} above that, the reactive term adds "
-                f"{b['reactive_term']:.2f}, reserve + margin {b['reserve_and_margin']:.2f}.")
+                f"another {b['window_peak_over_quantile']:.2f} above that, the nowcast moves it by "
+                f"{b['nowcast_correction']:+.2f}, the reactive term adds {b['reactive_term']:.2f}: the estimate is "
+                f"{b['estimate_over_demand']:.2f} above the next minute's demand, plus reserve + margin "
+                f"{b['reserve_and_margin']:.2f}.")
     if d["forecast_coverage"]:
         cov = d["forecast_coverage"]
         worst = sorted(cov, key=lambda r: -r.get("exceed_q0.95", 0))[:5]
         lines.append("- Forecast q0.95 exceeded most often (share of 1-minute demand above it): " + ", ".join(
-            f"`{r['trace']}` {_pct(r['exceed_q0.95'])} ({r.get('model', '')})" for r in worst) + ".")
+            f"`{r['series']}` {_pct(r['exceed_q0.95'])} ({r.get('model', '')})" for r in worst) + ".")
     lines.append("")
     return "\n".join(lines)

@@ -11,10 +11,11 @@ later, so every policy reacts with the same one-minute delay.
   runnable demand.
 - `koordinator`: batch = capacity x 0.65 - online usage - system usage (its default 65% threshold).
 - `tidewise`: the serving loop's rule (`autoscaler.logic.reclaim`): allocatable - reserved - the
-  node's summed forecast quantile of its online services over the next window - margin, floored
-  and smoothed (dead-band, step limit up, immediate decreases). Forecasts are made once per
-  simulated day from the history before it; a reactive term adds the largest recent excess of the
-  measured online demand over that forecast, so that a miss is corrected within minutes.
+  peak of the node's online-demand forecast quantile over the next window - margin, floored and
+  smoothed (dead-band, step limit up, immediate decreases). Forecasts are made once per simulated
+  day from the history before it; between them, the forecast is moved by its measured level error
+  over the last hour (nowcast), and a reactive term adds the largest recent miss above that, so a
+  wrong forecast is corrected within minutes.
 """
 from __future__ import annotations
 
@@ -140,7 +141,8 @@ class Tidewise:
     quantile: float = 0.95  # ReclaimSettings.quantile
     margin: float = 0.05  # of allocatable (ReclaimSettings.margin_fraction)
     window: int = 60  # minutes (ReclaimSettings.window "1h")
-    recent: int = 15  # minutes over which a forecast miss is remembered
+    nowcast: int = 60  # minutes over which the forecast's current level error is measured (0: off)
+    recent: int = 15  # minutes over which a miss above the corrected quantile is remembered
     settings: ReclaimSettings = field(default_factory=ReclaimSettings)
     knob: str | None = None
     name: str = "tidewise"
@@ -154,18 +156,34 @@ class Tidewise:
         self.alloc_m = int(round(cluster.allocatable * 1000))
         self.peak = self.forecasts.window_peak(self.quantile, self.window)
         self.now = self.forecasts.at(self.quantile)
+        self.median = self.forecasts.at(0.5) if self.nowcast else self.now
         if self.peak.shape[1] < cluster.minutes:
             raise ValueError(f"forecasts cover {self.peak.shape[1]} minutes, the simulation {cluster.minutes}")
+        self.errors = np.zeros((cluster.nodes, max(1, self.nowcast)))
         self.misses = np.zeros((cluster.nodes, self.recent))
         self.previous: list[int | None] = [None] * cluster.nodes
         self.margin_m = int(math.ceil(self.alloc_m * self.s.margin_fraction))
         self.step_up = int(self.alloc_m * self.s.max_step_fraction)
 
+    def level_error(self, obs: Observation) -> np.ndarray:
+        """Cores: how far the measured demand ran above (+) or below (-) the median forecast, on
+        average over the last `nowcast` minutes. A day-ahead forecast's error is mostly a level
+        error that persists for hours; measuring it corrects the whole window (a nowcast)."""
+        if not self.nowcast:
+            return np.zeros(len(obs.online_demand))
+        self.errors[:, obs.t % self.nowcast] = obs.online_demand - self.median[:, obs.t]
+        if obs.t + 1 < self.nowcast:  # not yet a full window: only ever correct upwards
+            return np.maximum(self.errors[:, :obs.t + 1].mean(axis=1), 0.0)
+        return self.errors.mean(axis=1)
+
     def demand_estimate(self, obs: Observation) -> np.ndarray:
-        """Cores: the forecast peak over the next window plus the largest recent forecast miss."""
-        self.misses[:, obs.t % self.recent] = np.maximum(0.0, obs.online_demand - self.now[:, obs.t])
+        """Cores: the forecast quantile's peak over the next window, moved by the measured level
+        error, plus the largest recent miss above that corrected quantile; never below the demand
+        just measured."""
+        bias = self.level_error(obs)
+        self.misses[:, obs.t % self.recent] = np.maximum(0.0, obs.online_demand - (self.now[:, obs.t] + bias))
         nxt = min(obs.t + 1, self.peak.shape[1] - 1)
-        return self.peak[:, nxt] + self.misses.max(axis=1)
+        return np.maximum(self.peak[:, nxt] + bias + self.misses.max(axis=1), obs.online_demand)
 
     def decide(self, obs: Observation) -> np.ndarray:
         est = self.demand_estimate(obs)
@@ -186,7 +204,8 @@ KATALYST_RESERVES = (0.0, 2.0, 6.0, 8.0)
 KATALYST_FACTORS = (1.0, 1.5, 2.0)
 KOORDINATOR_THRESHOLDS = (0.5, 0.55, 0.6, 0.7, 0.75, 0.8, 0.85)
 TIDEWISE_MARGINS = (0.0, 0.025, 0.1)
-TIDEWISE_QUANTILES = (0.9, 0.99)
+TIDEWISE_QUANTILES = (0.5, 0.9, 0.99)
+TIDEWISE_WINDOWS = (15,)
 
 
 def policy_set(which: str, forecasts: NodeForecasts | None, sweeps: bool = True,
@@ -214,6 +233,7 @@ def policy_set(which: str, forecasts: NodeForecasts | None, sweeps: bool = True,
                 out += [Tidewise(forecasts, margin=m, knob="margin") for m in TIDEWISE_MARGINS]
                 qs = tidewise_quantiles if tidewise_quantiles is not None else TIDEWISE_QUANTILES
                 out += [Tidewise(forecasts, quantile=q, knob="quantile") for q in qs if q in forecasts.quantiles]
+                out += [Tidewise(forecasts, window=w, knob="window") for w in TIDEWISE_WINDOWS]
         else:
             raise ValueError(f"unknown policy {name!r}: use all or one of {', '.join(POLICY_NAMES)}")
     return out

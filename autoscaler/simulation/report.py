@@ -151,10 +151,11 @@ def render_report(study: Any) -> str:
     # where tidewise holds CPU back
     if d["tidewise_breakdown"]:
         parts.append("<h2>Where tidewise holds CPU back</h2><p>Mean cores per node-minute. What tidewise keeps "
-                     "from batch is allocatable - quota = reserve + margin + the forecast peak over the window + "
-                     "the reactive term; against the demand that really came, the forecast's excess is split into "
-                     "the quantile's spread over the demand and the window's peak over the quantile at that "
-                     "minute. Large positive terms are utilisation given up to forecast uncertainty; "
+                     "from batch is allocatable - quota = reserve + margin + its demand estimate (the forecast quantile's "
+                     "peak over the window, moved by the nowcast, plus the reactive term). Against the demand "
+                     "the next minute really brought, the estimate's excess splits into the day-ahead quantile's "
+                     "spread over the demand, the window's peak over that quantile, the nowcast's correction and "
+                     "the reactive term. Large positive terms are utilisation given up to forecast uncertainty; "
                      "the reactive term is the forecasts' misses being caught after the fact.</p><table><tr>"
                      "<th>setting</th>" + "".join(f"<th>{e(k.replace('_', ' '))}</th>"
                                                   for k in next(iter(d["tidewise_breakdown"].values()))) + "</tr>")
@@ -163,12 +164,13 @@ def render_report(study: Any) -> str:
                          + "</tr>")
         parts.append("</table>")
     if d["forecast_coverage"]:
-        cols = [k for k in d["forecast_coverage"][0] if k not in ("trace",)]
-        parts.append("<h2>Forecast quality per trace</h2><p>Share of evaluation minutes whose 1-minute demand "
-                     "exceeded each forecast quantile (a calibrated q0.95 is exceeded 5% of the time; the forecasts "
-                     "are of each 15-minute step's peak minute, so a calibrated forecast is exceeded less), the mean miss above q0.95 "
-                     "and the mean over-forecast below it, both in units of the trace's history p99.</p>"
-                     "<table><tr><th>trace</th>" + "".join(f"<th>{e(k)}</th>" for k in cols) + "</tr>")
+        cols = [k for k in d["forecast_coverage"][0] if k not in ("series",)]
+        parts.append("<h2>Forecast quality per series</h2><p>Share of evaluation minutes whose 1-minute demand "
+                     "exceeded each day-ahead forecast quantile (the forecasts are of each 15-minute step's peak "
+                     "minute, so a calibrated q0.95 is exceeded less than 5% of the minutes), the mean miss above "
+                     "q0.95 and the mean over-forecast below it. The over-forecast is CPU that tidewise keeps from "
+                     "batch unless the nowcast corrects it; the misses are what the reactive term catches late.</p>"
+                     "<table><tr><th>series</th>" + "".join(f"<th>{e(k)}</th>" for k in cols) + "</tr>")
         for row in sorted(d["forecast_coverage"], key=lambda r: -r.get("exceed_q0.95", 0)):
             cells = []
             for k in cols:
@@ -180,7 +182,7 @@ def render_report(study: Any) -> str:
                     cells.append(f"<td>{x:.3f}</td>")
                 else:
                     cells.append(f"<td class='k'>{e(str(x))}</td>" if isinstance(x, str) else f"<td>{x}</td>")
-            parts.append(f"<tr><td class='k'>{e(row['trace'])}</td>{''.join(cells)}</tr>")
+            parts.append(f"<tr><td class='k'>{e(row['series'])}</td>{''.join(cells)}</tr>")
         parts.append("</table>")
     parts.append("<h2>Model</h2><p class='meta'>See docs/colocation-simulator.md: 1-minute control loop, quota "
                  "applied one minute after the measurement it is based on, batch throttled to its quota and evicted "

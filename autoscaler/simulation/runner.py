@@ -17,8 +17,9 @@ import numpy as np
 
 from autoscaler.simulation.cluster import Cluster, ClusterSettings, build_cluster
 from autoscaler.simulation.engine import EngineSettings, RunResult, simulate
-from autoscaler.simulation.forecasts import QUANTILES, forecast_coverage, forecast_traces, node_forecasts
-from autoscaler.simulation.policies import POLICY_NAMES, NodeForecasts, Tidewise, policy_set
+from autoscaler.simulation.forecasts import (QUANTILES, forecast_coverage, forecast_series, forecast_traces,
+                                             node_forecasts, node_level_forecasts, node_series)
+from autoscaler.simulation.policies import POLICY_NAMES, NodeForecasts, Observation, Tidewise, policy_set
 from autoscaler.simulation.traces import DAY_MIN, load_traces
 from predictor.errors import InputError
 
@@ -38,6 +39,10 @@ class StudySettings:
     policy: str = "all"
     sweeps: bool = True
     forecast_model: str = "auto"  # predictor.forecasting model name; auto = per-series selection
+    # node: forecast each node's online demand (node/<name>/cpu); service: forecast every trace and
+    # sum the services' quantiles per node, as the serving loop sums pods' (quantiles do not add:
+    # that holds back more CPU than the node's own quantile)
+    forecast_level: str = "node"
     cache_dir: str | None = None  # where daily forecasts are cached (None: not cached)
     max_history_days: int = 21  # training history per trace, at most
     trace_names: list[str] | None = None  # only these traces (tests)
@@ -85,24 +90,30 @@ class Study:
 
 
 def tidewise_breakdown(cluster: Cluster, policy: Tidewise, result: RunResult) -> dict[str, float]:
-    """Where tidewise's held-back CPU goes, in mean cores per node-minute (see the report)."""
+    """Where tidewise's held-back CPU goes, in mean cores per node-minute (see the report).
+
+    Replays the policy's estimate on the measured demand (which no policy changes) and splits what
+    it keeps from batch against the demand that the next minute really brought."""
     policy.reset(cluster)
-    T = cluster.minutes
-    demand = cluster.online
-    now = policy.now[:, :T]
-    peak = policy.peak[:, 1:T + 1] if policy.peak.shape[1] > T else np.concatenate(
-        [policy.peak[:, 1:], policy.peak[:, -1:]], axis=1)
-    miss = np.maximum(0.0, demand - now)
-    # the reactive term at t+1 is the largest miss over the last `recent` minutes
-    view = np.lib.stride_tricks.sliding_window_view(
-        np.concatenate([np.zeros((cluster.nodes, policy.recent - 1)), miss], axis=1), policy.recent, axis=1)
-    reactive = view.max(axis=2)[:, :T]
-    nxt = np.concatenate([demand[:, 1:], demand[:, -1:]], axis=1)  # what the next minute really asked
+    T, n = cluster.minutes, cluster.nodes
+    bias, miss, est = np.zeros((n, T)), np.zeros((n, T)), np.zeros((n, T))
+    zeros = np.zeros(n)
+    for t in range(T):
+        o = Observation(t, cluster.online[:, t], cluster.online[:, t], zeros, zeros)
+        b = policy.level_error(o)
+        policy.misses[:, t % policy.recent] = np.maximum(0.0, o.online_demand - (policy.now[:, t] + b))
+        bias[:, t], miss[:, t] = b, policy.misses.max(axis=1)
+        est[:, t] = np.maximum(policy.peak[:, min(t + 1, policy.peak.shape[1] - 1)] + b + miss[:, t], o.online_demand)
+    nxt = np.concatenate([cluster.online[:, 1:], cluster.online[:, -1:]], axis=1)
+    q_next = np.concatenate([policy.now[:, 1:T], policy.now[:, T - 1:T]], axis=1)
+    p_next = policy.peak[:, np.minimum(np.arange(T) + 1, policy.peak.shape[1] - 1)]
     return {
         "online_demand_next_minute": float(nxt.mean()),
-        "forecast_quantile_over_demand": float((np.concatenate([now[:, 1:], now[:, -1:]], axis=1) - nxt).mean()),
-        "window_peak_over_forecast": float((peak - np.concatenate([now[:, 1:], now[:, -1:]], axis=1)).mean()),
-        "reactive_term": float(reactive.mean()),
+        "forecast_quantile_over_demand": float((q_next - nxt).mean()),
+        "window_peak_over_quantile": float((p_next - q_next).mean()),
+        "nowcast_correction": float(bias.mean()),
+        "reactive_term": float(miss.mean()),
+        "estimate_over_demand": float((est - nxt).mean()),
         "reserve_and_margin": float(policy.s.reserved_millicpu / 1000 + policy.margin_m / 1000),
         "batch_used": float(result.batch_by_minute.mean()),
     }
@@ -122,6 +133,8 @@ def run_study(s: StudySettings, progress: ProgressFactory | None = None) -> Stud
         raise InputError(f"--policy {s.policy!r}: use all or one of {', '.join(POLICY_NAMES)}")
     if s.nodes < 1:
         raise InputError(f"--nodes {s.nodes}: at least one node")
+    if s.forecast_level not in ("node", "service"):
+        raise InputError(f"forecast level {s.forecast_level!r}: use node or service")
     if not 1 <= s.days <= 14:
         raise InputError(f"--days {s.days}: between 1 and 14 (each trace needs 5 history days before them)")
     traces = load_traces(s.traces, days=s.days, max_history_days=s.max_history_days, names=s.trace_names)
@@ -132,13 +145,32 @@ def run_study(s: StudySettings, progress: ProgressFactory | None = None) -> Stud
     nf: NodeForecasts | None = None
     coverage: list[dict] = []
     if s.policy in ("all", "tidewise"):
-        with _stage(progress, f"forecasting {len(traces)} traces, one call per simulated day", s.days) as adv:
-            per_trace, models = forecast_traces(traces, s.days, model=s.forecast_model, cache_dir=s.cache_dir,
-                                                progress=adv)
-        nf = node_forecasts(cluster, per_trace, models, QUANTILES)
-        coverage = forecast_coverage(cluster, per_trace, QUANTILES)
+        if s.forecast_level == "service":
+            with _stage(progress, f"forecasting {len(traces)} traces, one call per simulated day", s.days) as adv:
+                per_trace, models = forecast_traces(traces, s.days, model=s.forecast_model,
+                                                    cache_dir=s.cache_dir, progress=adv)
+            nf = node_forecasts(cluster, per_trace, models, QUANTILES)
+            names = [t.name for t in traces]
+            coverage = forecast_coverage(names, np.stack([t.eval_1min[:cluster.minutes] for t in traces]),
+                                         per_trace, QUANTILES, unit="history p99")
+        else:
+            series = node_series(cluster)
+            with _stage(progress, f"forecasting {len(series)} nodes, one call per simulated day", s.days) as adv:
+                per_node, models = forecast_series(series, s.days, model=s.forecast_model,
+                                                   cache_dir=s.cache_dir, progress=adv)
+            full = np.zeros((cluster.nodes,) + per_node.shape[1:])
+            index = {name: i for i, name in enumerate(series)}
+            for n in range(cluster.nodes):
+                if f"node/node-{n:03d}/cpu" in index:
+                    full[n] = per_node[index[f"node/node-{n:03d}/cpu"]]
+            nf = node_level_forecasts(cluster, full, models, QUANTILES)
+            names = [f"node/node-{n:03d}/cpu" for n in range(cluster.nodes)]
+            coverage = forecast_coverage(names, cluster.online, full, QUANTILES)
+            for n, row in enumerate(coverage):
+                row["traces"] = ", ".join(sorted({cluster.traces[x.trace].name
+                                                  for x in cluster.services if x.node == n}))
         for row in coverage:
-            row["model"] = models.get(row["trace"], "")
+            row["model"] = models.get(row["series"], "")
     policies = policy_set(s.policy, nf, sweeps=s.sweeps)
     results = []
     breakdown: dict[str, dict[str, float]] = {}

@@ -180,7 +180,7 @@ def test_tidewise_reuses_the_serving_loop_reclaim_logic():
     cluster = hand_cluster(np.zeros((1, 1440)))
     nf = flat_forecasts(1, 1, {0.5: 6.0, 0.95: 9.0})
     nf.by_day[0][0.95][0, 300:330] = 14.0  # a forecast peak at 05:00
-    p = Tidewise(nf)
+    p = Tidewise(nf, nowcast=0)  # no level correction: exactly the serving loop's inputs
     p.reset(cluster)
     settings = ReclaimSettings()
     previous = None
@@ -197,7 +197,7 @@ def test_tidewise_reuses_the_serving_loop_reclaim_logic():
 def test_tidewise_reactive_term_adds_the_recent_forecast_miss():
     cluster = hand_cluster(np.zeros((1, 1440)))
     nf = flat_forecasts(1, 1, {0.5: 4.0, 0.95: 6.0})
-    p = Tidewise(nf, margin=0.0, recent=15)
+    p = Tidewise(nf, margin=0.0, recent=15, nowcast=0)
     p.reset(cluster)
     for t in range(100):  # settle the smoothing at the forecast-based value
         p.decide(obs(t, [5.0], [5.0]))
@@ -209,6 +209,26 @@ def test_tidewise_reactive_term_adds_the_recent_forecast_miss():
     for t in range(102, 116):
         assert p.decide(obs(t, [5.0], [5.0]))[0] == pytest.approx(settled - 4)
     assert p.decide(obs(116, [5.0], [5.0]))[0] > settled - 4
+
+
+def test_tidewise_nowcast_moves_the_forecast_by_its_measured_level_error():
+    cluster = hand_cluster(np.zeros((1, 1440)))
+    nf = flat_forecasts(1, 1, {0.5: 6.0, 0.95: 9.0})
+    p = Tidewise(nf, nowcast=60)
+    p.reset(cluster)
+    # demand runs 2 cores below the median forecast for two hours: 2 cores more for batch
+    for t in range(120):
+        q = p.decide(obs(t, [4.0], [4.0]))[0]
+    assert q == pytest.approx(30 - 1 - (9 - 2) - 1.5)
+    # it runs 2 cores above the median: the estimate rises as the hour's mean error does, to q0.95 + 2
+    for t in range(120, 240):
+        q = p.decide(obs(t, [8.0], [8.0]))[0]
+    assert q == pytest.approx(30 - 1 - (9 + 2) - 1.5)
+    off = Tidewise(nf, nowcast=0)
+    off.reset(cluster)
+    for t in range(120):
+        q_off = off.decide(obs(t, [4.0], [4.0]))[0]
+    assert q_off == pytest.approx(30 - 1 - 9 - 1.5)
 
 
 def test_policy_set_and_labels():
