@@ -294,3 +294,26 @@ def test_cluster_requests_near_peak_and_no_colocation_utilisation(traces):
         assert s.request / 1.3 - 1e-9 <= peak <= s.request + 1e-9
     util = (c.online + c.system).mean() / c.capacity
     assert 0.05 < util < 0.6
+
+
+def test_forecasts_see_only_the_past_and_are_cached(traces, tmp_path):
+    from autoscaler.simulation.forecasts import forecast_series
+
+    series = {t.name: t.grid_series for t in traces[:2]}
+    base, models = forecast_series(series, 2, model="seasonal_naive_daily", cache_dir=str(tmp_path))
+    assert base.shape == (2, 2, 4, 25 * 60) and set(models.values()) == {"seasonal_naive_daily"}
+    assert (np.diff(base, axis=2) >= 0).all()  # quantiles never cross
+    # a change inside day 1 leaves both days' forecasts alone (day 1's is made at its midnight)
+    day1 = SIM_EPOCH + pd.Timedelta("1D")
+    later = {k: y.where(y.index < day1, y * 3) for k, y in series.items()}
+    np.testing.assert_array_equal(forecast_series(later, 2, model="seasonal_naive_daily")[0], base)
+    # a change inside day 0 moves day 1's forecast only
+    earlier = {k: y.where(y.index < SIM_EPOCH, y * 3) for k, y in series.items()}
+    moved = forecast_series(earlier, 2, model="seasonal_naive_daily")[0]
+    np.testing.assert_array_equal(moved[:, 0], base[:, 0])
+    assert not np.array_equal(moved[:, 1], base[:, 1])
+    # the second call reads the cache file instead of forecasting again
+    (cached,) = list(tmp_path.iterdir())
+    assert cached.suffix == ".npz"
+    again, _ = forecast_series(series, 2, model="seasonal_naive_daily", cache_dir=str(tmp_path))
+    np.testing.assert_array_equal(again, base)
