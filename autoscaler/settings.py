@@ -72,6 +72,11 @@ class LoopSettings:
     # series, so that refreshes do not all fall on one run) or an observation leaves its top quantile;
     # None forecasts every series on every run. 30m: at 10,000 workloads a run refreshes ~1/20 of them.
     forecast_refresh: str | None = "30m"
+    # At most this many series are forecast per run: surprised ones first, then those without a
+    # forecast, then the oldest. The rest keep serving their cached forecast (up to 2x forecast_refresh
+    # old; older ones are refreshed regardless) and a series without any gets no decision yet.
+    # None: no limit (`--once` runs and small clusters). ~2000 keeps a 2-core run near 5 s.
+    forecast_budget: int | None = None
     backoff_max: str = "10m"  # after source failures the interval doubles up to this
     apply: bool = False  # dry-run by default; True writes to the cluster
     lease_name: str = "tidewise-serve"

@@ -6,7 +6,6 @@ sends (a merge patch, to the status subresource where the kind has one).
 """
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,8 +69,7 @@ def vpa_change(vpa: Obj, decision: VpaDecision, now_iso: str) -> Change | None:
     current = ((vpa.get("status") or {}).get("recommendation") or {}).get("containerRecommendations")
     if current == recs:
         return None
-    obj = copy.deepcopy(vpa)
-    obj["status"] = status
+    obj = dict(vpa, status=status)  # shallow: only status is replaced, the rest is shared read-only
     m = meta(vpa)
     return Change("VerticalPodAutoscaler", vpa.get("apiVersion", "autoscaling.k8s.io/v1"), m.get("namespace"),
                   m["name"], obj, {"status": status}, subresource="status",
@@ -115,9 +113,9 @@ def hpa_change(hpa: Obj, decision: HpaDecision) -> Change | None:
     m = meta(hpa)
     annotations = {ANNOTATION_USER_MIN: str(decision.user_min_replicas),
                    ANNOTATION_REASON: decision.reason.summary()[:MAX_MESSAGE]}
-    obj = copy.deepcopy(hpa)
-    obj["spec"]["minReplicas"] = decision.min_replicas
-    obj.setdefault("metadata", {}).setdefault("annotations", {}).update(annotations)
+    md = dict(hpa.get("metadata") or {})
+    md["annotations"] = {**(md.get("annotations") or {}), **annotations}
+    obj = dict(hpa, metadata=md, spec=dict(spec, minReplicas=decision.min_replicas))
     patch: dict[str, Any] = {"metadata": {"annotations": annotations}, "spec": {"minReplicas": decision.min_replicas}}
     if m.get("resourceVersion"):
         # optimistic concurrency: a concurrent edit (say, of maxReplicas) makes this a 409, not a lost update
@@ -147,10 +145,8 @@ def node_change(node: Obj, plan: ReclaimPlan, settings: ReclaimSettings) -> Chan
     status = node.get("status") or {}
     if all((status.get("allocatable") or {}).get(k) == v for k, v in values.items()):
         return None
-    obj = copy.deepcopy(node)
-    st = obj.setdefault("status", {})
-    st.setdefault("capacity", {}).update(values)
-    st.setdefault("allocatable", {}).update(values)
+    obj = dict(node, status=dict(status, capacity={**(status.get("capacity") or {}), **values},
+                                 allocatable={**(status.get("allocatable") or {}), **values}))
     current = published(node, settings)
     safe = current[0] is not None and plan.reclaimed_millicpu <= current[0] and \
         (current[1] is None or plan.reclaimed_memory_bytes <= current[1])

@@ -8,6 +8,8 @@ decisions stay where they are (in the cluster and in the metrics) and the next r
 """
 from __future__ import annotations
 
+import functools
+import gc
 import json
 import logging
 import math
@@ -30,7 +32,7 @@ from autoscaler.output.objects import (ANNOTATION_USER_MIN, Change, cnr_change, 
 from autoscaler.output.sinks import DRY_RUN, WRITTEN, Sink, WriteResult
 from autoscaler.quantity import to_units
 from autoscaler.settings import ServeSettings
-from predictor.durations import parse_duration
+from predictor.durations import parse_duration as _parse_duration
 from predictor.forecasting import ForecastRequest, forecast_history
 from predictor.history import History
 from predictor.types import Forecast, ReclaimPlan, SeriesKey
@@ -39,6 +41,12 @@ log = logging.getLogger(__name__)
 
 Forecaster = Callable[[History, ForecastRequest], list[Forecast]]
 OK, FROZEN, KILLED = "ok", "frozen", "killed"
+
+
+@functools.lru_cache(maxsize=256)
+def parse_duration(text: str, what: str = "duration") -> pd.Timedelta:
+    """Settings hold durations as text; parsed once per distinct text, not once per object."""
+    return _parse_duration(text, what=what)
 
 
 class ClusterReader(Protocol):
@@ -159,6 +167,31 @@ class ServingLoop:
             ("forecast", self._step_forecast), ("recommend", self._step_recommend),
             ("guardrails", self._step_guardrails), ("write", self._step_write),
         ]
+        # the cyclic GC walks every object of a 50,000-object cluster snapshot on each full pass;
+        # a run's own garbage is acyclic (freed by reference counting), so it pauses during a run
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._run_steps(steps, rep, ctx)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        rep.registry = self.registry_label
+        if rep.outcome == FROZEN:
+            self.failures += 1
+        else:
+            self.failures = 0
+            self.last_good = rep
+        t = time.perf_counter()
+        if self.metrics is not None:
+            lead = ctx.get("offset", 0) + int(parse_duration(self.settings.hpa.startup) // self.step)
+            self.metrics.observe(rep, ctx.get("forecasts", {}), ctx.get("hpa_series", {}), lead)
+        rep.steps.append(StepTiming("metrics", time.perf_counter() - t, True))
+        self.last_report = rep
+        return rep
+
+    def _run_steps(self, steps: list[tuple[str, Callable[[RunReport, dict[str, Any]], str]]], rep: RunReport,
+                   ctx: dict[str, Any]) -> None:
         for name, fn in steps:
             t = time.perf_counter()
             try:
@@ -174,19 +207,6 @@ class ServingLoop:
                 rep.outcome, rep.reason = FROZEN, f"{name}: internal error {type(exc).__name__}: {exc}"
                 log.exception("run frozen at step %s by an internal error; nothing written", name)
                 break
-        rep.registry = self.registry_label
-        if rep.outcome == FROZEN:
-            self.failures += 1
-        else:
-            self.failures = 0
-            self.last_good = rep
-        t = time.perf_counter()
-        if self.metrics is not None:
-            lead = ctx.get("offset", 0) + int(parse_duration(self.settings.hpa.startup) // self.step)
-            self.metrics.observe(rep, ctx.get("forecasts", {}), ctx.get("hpa_series", {}), lead)
-        rep.steps.append(StepTiming("metrics", time.perf_counter() - t, True))
-        self.last_report = rep
-        return rep
 
     # steps -------------------------------------------------------------------------------------
     def _step_registry(self, rep: RunReport, ctx: dict[str, Any]) -> str:
@@ -217,6 +237,7 @@ class ServingLoop:
         if not hist.series:
             raise Freeze("source returned no series")
         end = hist.end
+        ctx["end"] = end
         if now is None:
             now = end + self.step
             if min(y.index[0] for y in hist.series.values()) < now - window:
@@ -275,16 +296,18 @@ class ServingLoop:
         s = self.settings
         index = index_series(hist)
         need = self._needed_workloads(state)
-        min_hist = parse_duration(s.guardrails.min_history)
+        min_hist_ns = parse_duration(s.guardrails.min_history).value
+        now_ns, stale_ns = now.value, self.stale_after.value
         keep: dict[str, pd.Series] = {}
         for wl in need:
             for res_map in (index.get(wl) or _Series()).by_container.values():
                 for sid in res_map.values():
                     y = hist.series[sid]
                     ok = np.flatnonzero(~np.isnan(y.to_numpy()))
-                    if len(ok) == 0 or is_stale(y.index[ok[-1]], now, self.stale_after):
+                    ns_ = y.index.asi8  # int64 nanoseconds: no Timestamp boxing at 20,000 series
+                    if len(ok) == 0 or now_ns - ns_[ok[-1]] > stale_ns:
                         rep.skipped[sid] = f"no sample in the last {s.guardrails.stale_after} (gap or stopped series)"
-                    elif y.index[ok[-1]] - y.index[ok[0]] < min_hist:
+                    elif ns_[ok[-1]] - ns_[ok[0]] < min_hist_ns:
                         rep.skipped[sid] = f"under {s.guardrails.min_history} of history"
                     else:
                         keep[sid] = y
@@ -292,21 +315,35 @@ class ServingLoop:
         refresh = parse_duration(s.loop.forecast_refresh) if s.loop.forecast_refresh else None
         quantiles = tuple(sorted({s.vpa.quantile, s.vpa.lower_quantile, s.vpa.upper_quantile, s.hpa.quantile,
                                   s.reclaim.quantile}))
-        origin = now.floor(self.step) if now.floor(self.step) > hist.end else hist.end + self.step
+        end = ctx["end"]
+        origin = now.floor(self.step) if now.floor(self.step) > end else end + self.step
         generation = (self.registry_label, s.loop.forecast_model, quantiles)
         if self.cache_generation != generation:
             self.cache.clear()
             self.cache_generation = generation
         forecasts: dict[str, Forecast] = {}
-        todo: dict[str, pd.Series] = {}
+        due: list[tuple[int, int, str]] = []  # (priority, -age, series): 0 surprised, 1 new, 2 aged
         for sid, y in keep.items():
             cached = self.cache.get(sid)
-            fresh = cached is not None and refresh is not None and _still_good(cached, y, origin, need_steps, self.step,
-                                                                                 refresh * _spread(sid))
-            if fresh:
-                forecasts[sid] = _shifted(cached, int((origin - cached.index[0]) / self.step))
+            state = "new" if cached is None else "aged" if refresh is None else \
+                _cache_state(cached, y, origin, need_steps, self.step, refresh * _spread(sid))
+            if cached is not None and state == "fresh":
+                forecasts[sid] = _shifted(cached, (origin.value - cached.index.asi8[0]) // self.step.value)
             else:
-                todo[sid] = y
+                age = (origin.value - int(cached.index.asi8[0])) if cached is not None else 0
+                due.append(({"surprised": 0, "new": 1, "aged": 2}[state], -age, sid))
+        budget = s.loop.forecast_budget
+        due.sort()
+        todo: dict[str, pd.Series] = {}
+        for prio, neg_age, sid in due:
+            cached = self.cache.get(sid)
+            if budget is not None and len(todo) >= budget and prio == 2 and refresh is not None and \
+                    -neg_age < 2 * refresh.value and _covers(cached, origin, need_steps, self.step):
+                forecasts[sid] = _shifted(cached, (origin.value - cached.index.asi8[0]) // self.step.value)
+            elif budget is not None and len(todo) >= budget and prio == 1:
+                rep.skipped[sid] = f"waiting for its first forecast (forecast_budget {budget} per run)"
+            else:
+                todo[sid] = keep[sid]
         horizon = (need_steps + 1) * self.step + (refresh or pd.Timedelta(0))
         req = ForecastRequest(horizon=horizon, step=self.step, quantiles=quantiles, origin=origin,
                               model=s.loop.forecast_model)
@@ -667,26 +704,34 @@ def _spread(sid: str) -> float:
     return 0.5 + (zlib.crc32(sid.encode()) % 1000) / 2000.0
 
 
-def _still_good(fc: Forecast, y: pd.Series, origin: pd.Timestamp, need_steps: int, step: pd.Timedelta,
-                max_age: pd.Timedelta) -> bool:
-    """A cached forecast serves this run when it is young enough, still covers the steps the
-    decisions read, and no observation since it was made rose above its highest quantile."""
-    start = fc.index[0]
-    if origin < start or origin - start >= max_age:
+def _covers(fc: Forecast | None, origin: pd.Timestamp, need_steps: int, step: pd.Timedelta) -> bool:
+    if fc is None:
         return False
-    if int((origin - start) / step) + need_steps > len(fc.index):
-        return False
+    start = int(fc.index.asi8[0])
+    return origin.value >= start and (origin.value - start) // step.value + need_steps <= len(fc.index)
+
+
+def _cache_state(fc: Forecast, y: pd.Series, origin: pd.Timestamp, need_steps: int, step: pd.Timedelta,
+                 max_age: pd.Timedelta) -> str:
+    """`fresh` when a cached forecast serves this run: young enough, still covering the steps the
+    decisions read, and no observation since it was made above its highest quantile; else
+    `surprised` or `aged`."""
+    start = int(fc.index.asi8[0])
+    o, st = origin.value, step.value
+    if not _covers(fc, origin, need_steps, step):
+        return "aged"
     # observations since the forecast's first step, against its top quantile at the same steps
     # (both series are on the same regular grid: positions, not a pandas join, at 20,000 series a run)
-    pos = int(y.index.searchsorted(start))
+    yi = y.index.asi8
+    pos = int(np.searchsorted(yi, start))
     seen = y.to_numpy()[pos:]
     if len(seen):
-        k = int((y.index[pos] - start) / step)
+        k = int((yi[pos] - start) // st)
         top = fc.values[k: k + len(seen), -1]
         with np.errstate(invalid="ignore"):
             if bool(np.any(seen[: len(top)] > top)):
-                return False
-    return True
+                return "surprised"
+    return "aged" if o - start >= max_age.value else "fresh"
 
 
 def _q(fc: Forecast, q: float) -> float:

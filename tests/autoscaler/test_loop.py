@@ -398,3 +398,29 @@ def test_reclaimable_climbs_from_what_was_published_not_from_a_failed_write(obje
     assert again["node-1"].reclaimed_millicpu == 2 * int(alloc * s.reclaim.max_step_fraction)
     # node-0's first value never reached the node: it climbs from nothing again
     assert again["node-0"].reclaimed_millicpu == int(alloc * s.reclaim.max_step_fraction)
+
+
+def test_forecast_budget_limits_work_per_run_and_decides_nothing_without_a_forecast(objects, history):
+    calls = []
+
+    def counting(hist, req):
+        calls.append(len(hist.series))
+        return forecast_history(hist, req)
+
+    s = fast_settings()
+    s.loop.forecast_budget = 5
+    loop = loop_for(objects, history, forecaster=counting, settings=s)
+    first = loop.run_once()
+    assert first.outcome == OK and calls == [5]
+    waiting = [k for k, why in first.skipped.items() if why.startswith("waiting for its first forecast")]
+    assert len(waiting) == len(history.series) - 5
+    # nothing is decided from a series that has no forecast yet
+    for d in first.vpa:
+        for c in d.containers:
+            for r in c.resources:
+                assert f"{d.namespace}/{d.target_kind}/{d.target_name}/{c.container}/{r}" not in waiting
+    extend(history)
+    loop.run_once()
+    extend(history)
+    third = loop.run_once()
+    assert calls == [5, 5, 2] and not [k for k in third.skipped if k in history.series]
