@@ -24,6 +24,7 @@ def daily_forecasts(
     starts: dict[str, pd.Timestamp],
     ends: dict[str, pd.Timestamp],
     quantiles: tuple[float, ...],
+    model: str = "auto",
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, dict[pd.Timestamp, Forecast]]:
     """series -> origin -> Forecast made from samples strictly before the origin."""
@@ -41,7 +42,7 @@ def daily_forecasts(
                 cut[key] = y
         if cut:
             sub = History(cut, history.step)
-            req = ForecastRequest(horizon=HORIZON, step=history.step, quantiles=quantiles, origin=origin)
+            req = ForecastRequest(horizon=HORIZON, step=history.step, quantiles=quantiles, model=model, origin=origin)
             for fc in forecast_history(sub, req):
                 out[fc.series][origin] = fc
         if progress:

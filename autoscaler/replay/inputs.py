@@ -10,6 +10,7 @@ from predictor.errors import InputError
 from predictor.history import History, read_long_file, regularize, validate_long
 
 DEFAULT_REPLAY = pd.Timedelta("7d")  # without `start`, the last 7 days of each series are replayed
+# (after its first day at the earliest)
 
 
 @dataclass
@@ -18,7 +19,6 @@ class ReplayInput:
     start: dict[str, pd.Timestamp]  # first decision time of each series
     end: dict[str, pd.Timestamp]  # end of each series' data (exclusive: last timestamp + step)
     per_replica: dict[str, float]  # HPA only: demand one replica serves at 100% utilisation
-    raw: dict[str, pd.Series]  # the samples as given (before resampling), for minute-level replays
 
 
 def load_replay_input(path: str, step: pd.Timedelta, *, need_per_replica: bool = False) -> ReplayInput:
@@ -32,14 +32,18 @@ def load_replay_input(path: str, step: pd.Timedelta, *, need_per_replica: bool =
     starts: dict[str, pd.Timestamp] = {}
     ends: dict[str, pd.Timestamp] = {}
     pers: dict[str, float] = {}
-    raws: dict[str, pd.Series] = {}
     for key, g in frame.groupby("series", sort=True):
         key = str(key)
         if key not in history.series:
             continue
         s = history.series[key]
         ends[key] = s.index[-1] + step
-        raws[key] = pd.Series(g["value"].to_numpy(), index=pd.DatetimeIndex(g["timestamp"])).dropna()
+        if need_per_replica:
+            per = pd.to_numeric(g["per_replica"], errors="coerce").dropna().unique()
+            if len(per) != 1 or not np.isfinite(per[0]) or per[0] <= 0:
+                raise InputError(f"input {path}: series {key!r} needs one positive per_replica value "
+                                 f"(found {list(per)[:3]})")
+            pers[key] = float(per[0])
         if "start" in g.columns and g["start"].notna().any():
             values = g["start"].dropna().astype(str).str.strip().unique()
             if len(values) != 1:
@@ -51,16 +55,12 @@ def load_replay_input(path: str, step: pd.Timedelta, *, need_per_replica: bool =
                 raise InputError(f"input {path}: series {key!r} start {values[0]!r} does not parse; use ISO-8601 UTC") from None
             starts[key] = t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
         else:
-            starts[key] = (ends[key] - DEFAULT_REPLAY).ceil(step)
+            # the last 7 days, but never the first day: decisions need some history before them
+            starts[key] = max(ends[key] - DEFAULT_REPLAY, s.index[0] + pd.Timedelta("1d")).ceil(step)
         if starts[key] >= ends[key]:
-            raise InputError(f"input {path}: series {key!r} starts replaying at {starts[key]}, after its data ends")
+            raise InputError(f"input {path}: series {key!r} starts replaying at {starts[key]}, after its data ends; "
+                             "give a `start` inside the data, or more than a day of history")
         if starts[key] <= s.index[0]:
             raise InputError(f"input {path}: series {key!r} has no history before its start {starts[key]}; "
                              "a decision needs data before it")
-        if need_per_replica:
-            per = pd.to_numeric(g["per_replica"], errors="coerce").dropna().unique()
-            if len(per) != 1 or not np.isfinite(per[0]) or per[0] <= 0:
-                raise InputError(f"input {path}: series {key!r} needs one positive per_replica value "
-                                 f"(found {list(per)[:3]})")
-            pers[key] = float(per[0])
-    return ReplayInput(history, starts, ends, pers, raws)
+    return ReplayInput(history, starts, ends, pers)
