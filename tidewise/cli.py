@@ -16,6 +16,7 @@ COMMANDS = [
     "forecast",
     "profile",
     "demo",
+    "replay",
     "serve",
     "enforce",
     "simulate",
