@@ -26,7 +26,7 @@ def demo_dir(tmp_path_factory):
     c = generate_cluster(seed=5, workloads=6, namespaces=2, nodes=2, days=9, end="2026-11-02")
     frame = c.history()
     write_long(frame, str(d / "history.parquet"))
-    info = write_demo_outputs(c, frame, str(d))
+    info = write_demo_outputs(c, frame, str(d), settings=fast_settings())
     return d, c, info
 
 
@@ -131,3 +131,43 @@ def test_prometheus_stopped_mid_run_freezes_and_writes_nothing(backfilled_cluste
         assert bad.changes == [] and len(sink.changes) == n
     finally:
         server.stop()
+
+
+def test_serve_loop_exposes_health_readiness_and_metrics_then_stops_on_sigterm(demo_dir, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from tests.integration.prometheus_server import free_port
+
+    d, c, _ = demo_dir
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tidewise", "serve", "--cluster-state", str(d / "cluster-state.yaml"),
+                             "--source", "file", "--input", str(d / "history.parquet"), "--sink", "file",
+                             "--out", str(tmp_path / "recs"), "--interval", "2s", "--model", "seasonal_naive_daily",
+                             "--port", str(port), "--host", "127.0.0.1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        body = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and body is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+                    if r.status == 200:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as m:
+                            body = m.read().decode()
+            except OSError:
+                assert proc.poll() is None, proc.communicate()[1]
+                time.sleep(0.5)
+        assert body is not None, "never ready"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+            assert r.status == 200
+        assert 'tidewise_runs_total{outcome="ok"}' in body
+        assert "tidewise_predicted_replicas{" in body and 'quantile="0.9"' in body
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert (tmp_path / "recs" / "decisions.json").exists()
