@@ -1,20 +1,28 @@
-"""Forecast many series: pick a model per series, fit, predict, fall back on failure.
+"""Forecast many series: choose a model per series by backtest, calibrate, fit, predict.
 
-Series are independent; a model that raises on one series falls back to the decaying histogram
+`model="auto"` (the default) runs the rolling-origin backtest of `predictor.selection` on the
+given history — cheap baselines, STL, and one global GBM shared by every series — keeps the
+eligible candidate with the lowest pinball loss at q0.95 for each series, and shifts its quantiles
+by the conformal correction learned on the backtest folds. A named model is fitted as is.
+
+Series are independent: a model that raises on one series falls back to the decaying histogram
 for that series alone, and the fallback is recorded in the forecast's notes.
 """
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from predictor.calibration import apply_shifts
 from predictor.history import History
 from predictor.models import MODELS, DecayingHistogram, Forecaster
+from predictor.models.gbm import GlobalGBM
 from predictor.seasonality import DAY, SEASONAL_ACF, WEEK, acf_at
+from predictor.selection import GLOBAL, Choice, backtest, choose, default_candidates
 from predictor.types import Forecast
 
 log = logging.getLogger(__name__)
@@ -30,15 +38,28 @@ class ForecastRequest:
     quantiles: Sequence[float] = DEFAULT_QUANTILES
     model: str = "auto"
     origin: pd.Timestamp | None = None  # forecasts start at origin; default: end of the data + step
+    folds: int = 3  # backtest days for auto selection and calibration (3: ~860 residuals at 5 min)
+    use_global: bool = True  # auto: include the global GBM among the candidates
 
     @property
     def steps(self) -> int:
         return int(self.horizon / self.step)
 
 
+def make_model(name: str, quantiles: Sequence[float] | None = None) -> Forecaster:
+    """A fresh model by registry name; quantile models are built for the requested quantiles."""
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}: use one of {sorted(MODELS)}")
+    m = MODELS[name]()
+    if quantiles is not None and "quantiles" in m.get_params():
+        m.set_params(quantiles=tuple(float(q) for q in quantiles))
+    return m
+
+
 def choose_baseline(y: pd.Series, step: pd.Timedelta) -> tuple[Forecaster, str]:
-    """Seasonality-aware default: weekly naive where the weekly cycle is clearly stronger and three
-    weeks exist, daily naive where a daily cycle exists (ACF >= 0.3), else the decaying histogram."""
+    """The no-backtest default (too little history for a fold): weekly naive where the weekly
+    cycle is clearly stronger and three weeks exist, daily naive where a daily cycle exists
+    (ACF >= 0.3), else the decaying histogram."""
     span = y.index[-1] - y.index[0]
     day, week = acf_at(y, DAY, step), acf_at(y, WEEK, step)
     if span >= 3 * WEEK and np.isfinite(week) and week >= SEASONAL_ACF and week > (day if np.isfinite(day) else 0) + 0.05:
@@ -48,29 +69,113 @@ def choose_baseline(y: pd.Series, step: pd.Timedelta) -> tuple[Forecaster, str]:
     return DecayingHistogram(), f"no daily cycle (ACF {day:.2f})" if np.isfinite(day) else "under 1.5 days of history"
 
 
-def forecast_series(key: str, y: pd.Series, req: ForecastRequest) -> Forecast:
-    """One series -> one Forecast on the requested grid, with the fallback recorded."""
-    notes: list[str] = []
-    if req.model == "auto":
-        model, why = choose_baseline(y, req.step)
-        notes.append(why)
-    else:
-        model = MODELS[req.model]()
-    origin = req.origin if req.origin is not None else y.index[-1] + req.step
-    # forecast through the origin: steps between the end of this series and the common origin
+def _origin_of(y: pd.Series, req: ForecastRequest) -> pd.Timestamp:
+    return req.origin if req.origin is not None else y.index[-1] + req.step
+
+
+def _predict_with(model: Forecaster, y: pd.Series, req: ForecastRequest, origin: pd.Timestamp,
+                  global_model: GlobalGBM | None = None) -> np.ndarray:
+    """Fit `model` on y and predict req.steps from `origin` (forecasting through any silence)."""
+    if global_model is not None:
+        return global_model.predict_series(y, req.steps, req.quantiles, origin=origin)
     lead = max(0, int((origin - (y.index[-1] + req.step)) / req.step))
-    total = lead + req.steps
+    return model.forecast(y, lead + req.steps, req.quantiles)[lead:]
+
+
+def _fallback(key: str, y: pd.Series, req: ForecastRequest, origin: pd.Timestamp, failed: str, exc: Exception,
+              notes: list[str]) -> tuple[np.ndarray, str]:
+    fallback = DecayingHistogram()
+    notes.append(f"{failed} failed ({exc}); fell back to {fallback.label}")
+    log.warning("series %s: %s failed (%s); using %s", key, failed, exc, fallback.label)
+    return _predict_with(fallback, y, req, origin), fallback.label
+
+
+def select_series(key: str, y: pd.Series, req: ForecastRequest, origin: pd.Timestamp,
+                  global_model: GlobalGBM | None = None) -> Choice | None:
+    """Backtest the candidates on one series; None when no fold fits in its history."""
+    cands = default_candidates()
+    gp = None
+    if global_model is not None:
+        def gp(past: pd.Series, h: int, o: pd.Timestamp) -> np.ndarray:
+            return global_model.predict_series(past, h, req.quantiles, origin=o)
+    h = min(req.steps, int(DAY / req.step))
+    origins, preds, actual, errors = backtest(y, origin, req.step, req.quantiles, cands, req.folds, h, gp)
+    if not origins or not preds:
+        return None
     try:
-        values = model.forecast(y, total, req.quantiles)
-        label = model.label
-    except (ValueError, np.linalg.LinAlgError) as exc:
-        fallback = DecayingHistogram()
-        notes.append(f"{model.label} failed ({exc}); fell back to {fallback.label}")
-        log.warning("series %s: %s failed (%s); using %s", key, model.label, exc, fallback.label)
-        values = fallback.forecast(y, total, req.quantiles)
-        label = fallback.label
+        return choose(key, y, req.step, origins, preds, actual, req.quantiles, cands, errors)
+    except ValueError:
+        return None
+
+
+def forecast_from_choice(key: str, y: pd.Series, req: ForecastRequest, choice: Choice | None,
+                         global_model: GlobalGBM | None = None, version: str = "adhoc") -> Forecast:
+    """Fit the chosen model on the whole of y, predict, apply the conformal shifts."""
+    origin = _origin_of(y, req)
+    notes: list[str] = []
+    if choice is None:
+        model, why = choose_baseline(y, req.step)
+        notes.append(f"no backtest possible; {why}")
+        name, shifts = model.label, None
+    else:
+        name, shifts = choice.model, np.asarray(choice.shifts)
+        notes.append(f"{name}: {choice.reason}")
+        model = None if name == GLOBAL else make_model(name, req.quantiles)
+    try:
+        if name == GLOBAL:
+            if global_model is None:
+                raise ValueError("the global GBM is not available")
+            values = _predict_with(DecayingHistogram(), y, req, origin, global_model)
+        else:
+            values = _predict_with(model, y, req, origin)  # type: ignore[arg-type]
+        label = name
+        if shifts is not None and len(shifts) == len(req.quantiles):
+            values = apply_shifts(values, shifts, req.quantiles)
+    except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
+        values, label = _fallback(key, y, req, origin, name, exc, notes)
     index = pd.date_range(origin, periods=req.steps, freq=req.step)
-    return Forecast(series=key, index=index, quantiles=tuple(req.quantiles), values=values[lead:], model=label, notes=notes)
+    score = None if choice is None or choice.skill is None else float(choice.skill)
+    return Forecast(series=key, index=index, quantiles=tuple(req.quantiles), values=values, model=label,
+                    version=version, backtest_score=score, notes=notes)
+
+
+def forecast_series(key: str, y: pd.Series, req: ForecastRequest) -> Forecast:
+    """One series -> one Forecast on the requested grid, with the fallback recorded. In auto mode
+    the candidates are the per-series ones (the global GBM needs a fleet: `forecast_history`)."""
+    origin = _origin_of(y, req)
+    if req.model == "auto":
+        return forecast_from_choice(key, y, req, select_series(key, y, req, origin))
+    notes: list[str] = []
+    try:
+        model = make_model(req.model, req.quantiles)
+        values = _predict_with(model, y, req, origin)
+        label = model.label
+    except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
+        values, label = _fallback(key, y, req, origin, req.model, exc, notes)
+    index = pd.date_range(origin, periods=req.steps, freq=req.step)
+    return Forecast(series=key, index=index, quantiles=tuple(req.quantiles), values=values, model=label, notes=notes)
+
+
+def series_requests(history: History, req: ForecastRequest) -> dict[str, ForecastRequest]:
+    """The common origin for every series, except series silent for long, which are forecast from
+    their own end rather than extrapolated across the silence."""
+    out = {}
+    for key, y in history.series.items():
+        if req.origin - y.index[-1] > max(req.horizon, STALE_AFTER):
+            log.warning("series %s ends at %s, long before %s: forecast from its own end", key, y.index[-1], req.origin)
+            out[key] = replace(req, origin=None)
+        else:
+            out[key] = req
+    return out
+
+
+def fit_global(series: dict[str, pd.Series], req: ForecastRequest, before: pd.Timestamp | None = None) -> GlobalGBM | None:
+    """The shared GBM on every series (None when none has enough history)."""
+    try:
+        return GlobalGBM(quantiles=tuple(req.quantiles)).fit_many(series, before=before)
+    except ValueError as exc:
+        log.info("global GBM not fitted: %s", exc)
+        return None
 
 
 def forecast_history(
@@ -78,18 +183,29 @@ def forecast_history(
     req: ForecastRequest,
     progress: Callable[[int], None] | None = None,
 ) -> list[Forecast]:
-    """Forecast every series of `history` from one common origin (end of the data + step)."""
+    """Forecast every series of `history` from one common origin (end of the data + step).
+
+    Auto mode fits the global GBM once on data before the first backtest fold — so the same fit
+    serves the honest backtest and the forecast — then selects and calibrates per series.
+    """
     if req.origin is None:
-        req = ForecastRequest(req.horizon, req.step, req.quantiles, req.model, history.end + req.step)
+        req = replace(req, origin=history.end + req.step)
+    reqs = series_requests(history, req)
     out = []
+    if req.model != "auto":
+        for key, y in history.series.items():
+            out.append(forecast_series(key, y, reqs[key]))
+            if progress:
+                progress(1)
+        return out
+    gm = None
+    if req.use_global:
+        gm = fit_global(history.series, req, before=req.origin - req.folds * DAY)
     for key, y in history.series.items():
-        series_req = req
-        if req.origin - y.index[-1] > max(req.horizon, STALE_AFTER):
-            # a series that stopped long before the others is forecast from its own end, not
-            # extrapolated across the silence; the note says so
-            series_req = ForecastRequest(req.horizon, req.step, req.quantiles, req.model, None)
-            log.warning("series %s ends at %s, long before %s: forecast from its own end", key, y.index[-1], req.origin)
-        out.append(forecast_series(key, y, series_req))
+        r = reqs[key]
+        origin = _origin_of(y, r)
+        choice = select_series(key, y, r, origin, gm)
+        out.append(forecast_from_choice(key, y, r, choice, gm))
         if progress:
             progress(1)
     return out

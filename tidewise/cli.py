@@ -16,6 +16,8 @@ COMMANDS = [
     "forecast",
     "profile",
     "demo",
+    "train",
+    "report",
     "replay",
     "serve",
     "enforce",

@@ -154,6 +154,7 @@ def render_html(
     title: str = "Tidewise forecast report",
     fleet: Sequence[dict[str, Any]] | None = None,
     meta: str | None = None,
+    max_plots: int = MAX_PLOTS,
 ) -> str:
     forecasts = list(forecasts)
     profiles = profiles or {}
@@ -175,8 +176,8 @@ def render_html(
                   _fleet_table(fleet)]
     parts.append("<h2>Workloads</h2>")
     for i, fc in enumerate(sorted(forecasts, key=lambda f: f.series)):
-        if i >= MAX_PLOTS:
-            parts.append(f'<p class="meta">{len(forecasts) - MAX_PLOTS} more series not plotted.</p>')
+        if i >= max_plots:
+            parts.append(f'<p class="meta">{len(forecasts) - max_plots} more series not plotted.</p>')
             break
         prof = profiles.get(fc.series)
         img = plot_series(fc.series, history.series.get(fc.series), fc, prof)
@@ -197,7 +198,8 @@ def render_report(
     title: str = "Tidewise forecast report",
     fleet: Sequence[dict[str, Any]] | None = None,
     meta: str | None = None,
+    max_plots: int = MAX_PLOTS,
 ) -> None:
     """Write `path` (atomically): the self-contained HTML report, one plot per forecast series."""
-    write_text_atomic(path, render_html(history, forecasts, profiles, title, fleet, meta))
+    write_text_atomic(path, render_html(history, forecasts, profiles, title, fleet, meta, max_plots))
     log.info("report: %d series -> %s", len(forecasts), path)

@@ -1,0 +1,196 @@
+"""Forecast accuracy and scale (issue 3): protocol "tidal-24h" on ../shared/data, then the fleet
+scale targets on synthetic series.
+
+Accuracy follows the reference scorer `../shared/eval/bench_forecast.py` exactly — same suite
+(`suite.py`), origins, 28-day history cap, scale and scores, and the scorer's own seasonal naive,
+VPA histogram and statsforecast MSTL as peers — so that its numbers and ours agree. Tidewise's
+models run in-process through `predictor.forecasting.forecast_history`, called once per origin with
+the history of every series, as `tidewise forecast` is by the scorer.
+
+    .venv/bin/python -m benchmarks.run --only forecast            # full
+    .venv/bin/python -m benchmarks.run --only forecast --quick    # smaller suite, smoke run
+    cd ../shared/eval && ../../main/.venv/bin/python bench_forecast.py dev \
+        --project "../../main/.venv/bin/tidewise forecast" --models seasonal_naive,vpa_histogram,statsforecast_mstl
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import resource
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EVAL = os.environ.get("TIDEWISE_EVAL", os.path.join(HERE, "..", "..", "shared", "eval"))
+QS = (0.5, 0.9, 0.95, 0.99)
+H = 288
+MAX_HIST = 28 * 288
+
+
+def _ref():
+    if EVAL not in sys.path:
+        sys.path.insert(0, EVAL)
+    import bench_forecast  # the reference scorer: protocol, peers and scores come from it
+    import suite
+
+    return bench_forecast, suite
+
+
+def _history_of(hists: dict[str, pd.Series]):
+    from predictor.history import History
+
+    series = {}
+    for k, h in hists.items():
+        h = h.loc[h.first_valid_index():h.last_valid_index()] if h.notna().any() else h.iloc[:0]
+        if len(h) >= 2:
+            series[k] = h.asfreq("5min")
+    return History(series, pd.Timedelta("5min"))
+
+
+def tidewise_runner(model: str = "auto", **kw) -> Callable[[dict[str, pd.Series], pd.Timestamp], dict[str, np.ndarray]]:
+    """One call per origin with every series' history, like the scorer calls `tidewise forecast`."""
+    from predictor.forecasting import ForecastRequest, forecast_history
+
+    def run(hists: dict[str, pd.Series], origin: pd.Timestamp) -> dict[str, np.ndarray]:
+        hist = _history_of(hists)
+        req = ForecastRequest(pd.Timedelta("1d"), pd.Timedelta("5min"), QS, model, origin, **kw)
+        fcs = forecast_history(hist, req)
+        return {f.series: f.values for f in fcs}
+
+    return run
+
+
+def _in_child(fn: Callable[[], object]) -> tuple[object, float]:
+    """Run fn in a forked child; return its result and the child's peak RSS in MiB."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(r)
+        try:
+            payload = pickle.dumps(("ok", fn()))
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            payload = pickle.dumps(("error", repr(exc)))
+        with os.fdopen(w, "wb") as fh:
+            fh.write(payload)
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        data = fh.read()
+    _, _, ru = os.wait4(pid, 0)
+    status, value = pickle.loads(data)
+    if status != "ok":
+        raise RuntimeError(value)
+    return value, ru.ru_maxrss / 1024
+
+
+def evaluate(data: dict[str, pd.Series], peers: list[str], ours: dict[str, Callable], bf) -> dict:
+    plan = {k: bf.origins_of(s) for k, s in data.items()}
+    plan = {k: o for k, o in plan.items() if o}
+    scale = {k: float(np.nanmean(np.abs(data[k][: o[0]].to_numpy()[-MAX_HIST:]))) or 1.0 for k, o in plan.items()}
+    truth = {(k, o): data[k][(data[k].index >= o) & (data[k].index < o + pd.Timedelta("1D"))].to_numpy()
+             for k, origs in plan.items() for o in origs}
+
+    def score_peer(m: str):
+        sc, cv, secs, n = {}, {}, 0.0, 0
+        for k, origs in plan.items():
+            s = data[k]
+            for o in origs:
+                y = truth[(k, o)]
+                if len(y) < H:
+                    continue
+                hist = s[s.index < o].iloc[-MAX_HIST:]
+                t = time.perf_counter()
+                f = bf.MODELS[m](hist)
+                secs += time.perf_counter() - t
+                n += 1
+                sc.setdefault(k, []).append(bf.pinball(y, f) / scale[k])
+                cv.setdefault(k, []).append(np.nanmean(y <= f[:, 2]))
+        return sc, cv, secs, n, {}
+
+    def score_ours(runner: Callable):
+        sc, cv, secs, n, models = {}, {}, 0.0, 0, {}
+        for o in sorted({o for v in plan.values() for o in v}):
+            keys = [k for k, v in plan.items() if o in v]
+            hists = {k: data[k][data[k].index < o].iloc[-MAX_HIST:] for k in keys}
+            t = time.perf_counter()
+            fc = runner(hists, o)
+            secs += time.perf_counter() - t
+            for k in keys:
+                y = truth[(k, o)]
+                if len(y) < H:
+                    continue
+                n += 1
+                f = fc.get(k)
+                if f is None or np.isnan(f).any():
+                    continue
+                sc.setdefault(k, []).append(bf.pinball(y, f) / scale[k])
+                cv.setdefault(k, []).append(np.nanmean(y <= f[:, 2]))
+        return sc, cv, secs, n, models
+
+    raw = {}
+    for m in peers:
+        raw[m] = _in_child(lambda m=m: score_peer(m))
+    for m, runner in ours.items():
+        raw[m] = _in_child(lambda runner=runner: score_ours(runner))
+    per = {m: {k: np.nanmean(v, axis=0) for k, v in r[0][0].items()} for m, r in raw.items()}
+    base = per.get("seasonal_naive")
+    out = {"series": len(plan), "origins": sum(len(v) for v in plan.values()), "models": {}}
+    for m, ((sc, cv, secs, n, _), rss) in raw.items():
+        arr = np.array(list(per[m].values()))
+        r = [per[m][k][2] / base[k][2] for k in per[m] if base and k in base and base[k][2] > 0 and np.isfinite(per[m][k][2])]
+        out["models"][m] = {
+            "scaled_pinball": [float(np.nanmean(arr[:, j])) for j in range(len(QS))],
+            "rel95": float(np.exp(np.mean(np.log(np.maximum(r, 1e-9))))) if r else None,
+            "coverage": float(np.nanmean([np.mean(v) for v in cv.values()])),
+            "seconds": secs,
+            "sec_per_series": secs / max(1, n),
+            "peak_mib": rss,
+            "per_series_rel95": {k: float(per[m][k][2] / base[k][2]) for k in per[m] if base and k in base and base[k][2] > 0},
+            "missing": out["series"] - len(per[m]),
+        }
+    return out
+
+
+def accuracy_table(res: dict) -> str:
+    rows = ["| model | pinball q0.5 | q0.9 | q0.95 | q0.99 | rel. pinball@0.95 vs seasonal naive (geo-mean) | coverage q0.95 | s / series-origin | peak MiB |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for m, r in res["models"].items():
+        p = r["scaled_pinball"]
+        rel = f"{r['rel95']:.3f}" if r["rel95"] is not None else "–"
+        rows.append(f"| {m} | {p[0]:.4f} | {p[1]:.4f} | {p[2]:.4f} | {p[3]:.4f} | {rel} | {r['coverage']:.3f} | "
+                    f"{r['sec_per_series']:.3f} | {r['peak_mib']:.0f} |")
+    return "\n".join(rows)
+
+
+def run_accuracy(quick: bool, ours: dict[str, Callable] | None = None, peers: list[str] | None = None) -> dict:
+    bf, suite = _ref()
+    data = suite.dev()
+    if quick:
+        data = dict(list(data.items())[::4])
+    peers = peers if peers is not None else ["seasonal_naive", "vpa_histogram", "statsforecast_mstl"]
+    if ours is None:
+        ours = {"tidewise auto": tidewise_runner("auto")}
+    return evaluate(data, peers, ours, bf)
+
+
+def run(quick: bool) -> str:
+    res = run_accuracy(quick)
+    parts = ["## Forecast accuracy (protocol tidal-24h, `dev` suite)\n",
+             f"{res['series']} series, {res['origins']} origins. " + __doc__.split("\n\n", 2)[1] + "\n",
+             accuracy_table(res), ""]
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    import json
+
+    which = sys.argv[1:] or ["auto"]
+    res = run_accuracy("--quick" in which, {f"tidewise {m}": tidewise_runner(m) for m in which if not m.startswith("--")},
+                       peers=["seasonal_naive"])
+    print(accuracy_table(res))
+    for m, r in res["models"].items():
+        print(m, json.dumps({k: round(v, 3) for k, v in sorted(r["per_series_rel95"].items())}))

@@ -1,0 +1,139 @@
+"""`tidewise train` — backtest, choose and calibrate a model per series, save a registry version."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+HELP = """\
+Train every series of a history: rolling-origin backtests of the candidate forecasters (seasonal
+naive daily/weekly, seasonal median, STL, decaying histogram, and one global gradient-boosted
+quantile model shared by the fleet), a per-series choice by pinball loss at q0.95, conformal
+calibration of the quantiles on the backtest residuals, then a new version in the registry:
+DIR/<version>/manifest.json + artifacts, and DIR/latest pointing at it.
+
+Incremental by default: series whose data did not change and whose recent error did not drift are
+carried forward from the latest version. `--every 24h` keeps training on that schedule.
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from tidewise.commands.fetch import add_prometheus_args
+
+    p = sub.add_parser("train", help="backtest, select and calibrate models; write a registry version",
+                       description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--source", choices=["file", "synthetic", "prometheus"], default="file",
+                   help="where the history comes from (default file)")
+    p.add_argument("--input", metavar="PATH", help="long history file for --source file (CSV, CSV.gz, Parquet)")
+    p.add_argument("--registry", default="models", metavar="DIR", help="registry folder (default models/)")
+    p.add_argument("--step", default="5m", help="step of the history (default 5m)")
+    p.add_argument("--quantiles", default="0.5,0.9,0.95,0.99", help="quantiles to train (default 0.5,0.9,0.95,0.99)")
+    p.add_argument("--folds", type=int, default=3, help="backtest days per series (default 3)")
+    p.add_argument("--last", default="28d", help="history window for --source prometheus|synthetic (default 28d)")
+    p.add_argument("--jobs", type=int, default=1, help="joblib processes for the per-series backtests (default 1; -1 = all cores)")
+    p.add_argument("--dask-scheduler", metavar="ADDRESS", help="fan the backtests out on this Dask scheduler (tcp://host:8786)")
+    p.add_argument("--full", action="store_true", help="refit every series (default: incremental)")
+    p.add_argument("--no-global", action="store_true", help="leave the global GBM out of the candidates")
+    p.add_argument("--every", metavar="DURATION", help="keep running: train again every DURATION (e.g. 24h)")
+    p.add_argument("--seed", type=int, default=7, help="seed of --source synthetic (default 7)")
+    p.add_argument("--workloads", type=int, default=12, help="workloads of --source synthetic (default 12)")
+    p.add_argument("--allow-negative", action="store_true", default=None,
+                   help="accept negative values in every series of --input (default: only signed series)")
+    add_prometheus_args(p)
+    p.set_defaults(func=run)
+
+
+def load_source_history(args: argparse.Namespace, step):
+    import pandas as pd
+
+    from predictor.durations import parse_duration
+    from predictor.errors import InputError
+
+    if args.source == "file":
+        from predictor.history import load_history
+
+        if not args.input:
+            raise InputError("--source file needs --input PATH (a long series,timestamp,value file)")
+        return load_history(args.input, step, allow_negative=args.allow_negative)
+    window = parse_duration(args.last, what="--last")
+    if args.source == "synthetic":
+        from predictor.history import history_from_frame
+        from predictor.sources.synthetic import generate_cluster
+
+        cluster = generate_cluster(seed=args.seed, workloads=args.workloads, days=window / pd.Timedelta("1d"), step=step)
+        return history_from_frame(cluster.history(), step, source="synthetic")
+    from predictor.sources.prometheus import PrometheusSource
+    from tidewise.commands.fetch import prometheus_settings
+
+    end = pd.Timestamp.now(tz="UTC").floor(step)
+    history = PrometheusSource(prometheus_settings(args)).fetch(end - window, end, step)
+    for name, why in history.failed.items():
+        print(f"warning: {name}: {why}", file=sys.stderr)
+    return history
+
+
+def train_once(args: argparse.Namespace) -> int:
+    from predictor.durations import parse_duration
+    from predictor.errors import InputError
+    from tidewise.commands.forecast import parse_quantiles
+    from tidewise.progress import progress
+    from training.pipeline import TrainSettings, train
+
+    step = parse_duration(args.step, what="--step")
+    if args.folds < 1:
+        raise InputError(f"--folds {args.folds}: at least 1 backtest day is needed")
+    if args.jobs == 0:
+        raise InputError("--jobs 0: use 1 (in-process), N processes, or -1 for all cores")
+    history = load_source_history(args, step)
+    if not history.series:
+        raise InputError(f"--source {args.source} returned no series to train on")
+    settings = TrainSettings(quantiles=parse_quantiles(args.quantiles), folds=args.folds, jobs=args.jobs,
+                             incremental=not args.full, use_global=not args.no_global)
+    client = None
+    if args.dask_scheduler:
+        try:
+            from dask.distributed import Client
+        except ImportError:
+            raise InputError("--dask-scheduler needs dask.distributed: pip install 'tidewise[dask]'") from None
+        try:
+            client = Client(args.dask_scheduler, timeout="10s")
+        except OSError as exc:
+            from predictor.errors import SourceError
+
+            raise SourceError(f"--dask-scheduler {args.dask_scheduler}: cannot connect ({exc})") from None
+    t = time.perf_counter()
+    try:
+        with progress("training", len(history.series)) as advance:
+            result = train(history, args.registry, settings, dask_client=client, progress=advance)
+    finally:
+        if client is not None:
+            client.close()
+    models = ", ".join(f"{k} {v}" for k, v in result.models.items())
+    print(f"trained {len(result.refitted)} series, carried {len(result.carried)} forward "
+          f"(global model {'refitted' if result.global_refit else 'carried'}) in {time.perf_counter() - t:.0f} s "
+          f"-> {result.registry}/{result.version} (models: {models})", file=sys.stderr)
+    for key, why in sorted(result.failed.items())[:10]:
+        print(f"warning: {key}: backtest failed ({why}); stored the no-backtest default", file=sys.stderr)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.every:
+        return train_once(args)
+    import logging
+
+    from predictor.durations import parse_duration
+    from predictor.errors import TidewiseError
+
+    period = parse_duration(args.every, what="--every").total_seconds()
+    log = logging.getLogger("tidewise.train")
+    while True:
+        started = time.monotonic()
+        try:
+            train_once(args)
+        except TidewiseError as exc:  # a failed run keeps the last good version; try again next time
+            log.error("training run failed: %s", exc)
+            print(f"tidewise train: run failed: {exc}; the registry keeps its last good version", file=sys.stderr)
+        wait = max(0.0, period - (time.monotonic() - started))
+        print(f"next training run in {wait / 3600:.1f} h", file=sys.stderr, flush=True)
+        time.sleep(wait)

@@ -1,0 +1,69 @@
+"""`tidewise report`: forecast from a registry version and render the fleet report."""
+from __future__ import annotations
+
+import pandas as pd
+
+from predictor.errors import InputError
+from predictor.forecasting import ForecastRequest
+from predictor.registry import forecast_with_registry, load_recent, load_version
+from training.report import render_report
+
+
+def fleet_rows(reg, profiles: dict[str, dict]) -> list[dict]:
+    """One row per series: class, seasonality, chosen model, backtest skill and coverage."""
+    rows = []
+    for key, e in sorted(reg.series.items()):
+        prof = profiles.get(key) or {}
+        scores = e.get("scores") or {}
+        chosen = scores.get(e.get("model"), {})
+        rows.append({
+            "series": key,
+            "class": prof.get("class"),
+            "seasonality_day": prof.get("seasonality_day", e.get("acf_day")),
+            "seasonality_week": prof.get("seasonality_week", e.get("acf_week")),
+            "model": e.get("model"),
+            "skill": e.get("skill"),
+            "coverage": e.get("coverage"),
+            "pinball": chosen.get("pinball_dq"),
+        })
+    return rows
+
+
+def write_registry_report(registry_dir: str, out: str, *, input_path: str | None = None,
+                          horizon: pd.Timedelta = pd.Timedelta("1d"), max_plots: int = 200) -> str:
+    """Write the report of the latest verified version; returns a one-line summary."""
+    reg = load_version(registry_dir)
+    step = pd.Timedelta(seconds=int(reg.manifest["step_seconds"]))
+    if input_path:
+        from predictor.history import load_history
+
+        history = load_history(input_path, step)
+    else:
+        history = load_recent(reg)
+        if history is None:
+            raise InputError(f"registry version {reg.version} stores no recent history; pass --input PATH")
+    # the stored recent window may be coarser than the models' step: forecast at the step it has
+    req = ForecastRequest(horizon=horizon, step=history.step, quantiles=reg.quantiles)
+    if history.step != step:
+        history = _refine(history, step)
+        req = ForecastRequest(horizon=horizon, step=step, quantiles=reg.quantiles)
+    forecasts = forecast_with_registry(registry_dir, history, req)
+    profiles = reg.profiles or {}
+    rows = fleet_rows(reg, profiles)
+    skills = [r["skill"] for r in rows if isinstance(r.get("skill"), (int, float))]
+    covs = [r["coverage"] for r in rows if isinstance(r.get("coverage"), (int, float))]
+    meta = (f"registry version {reg.version}, data {reg.manifest['data_window']['start']} – "
+            f"{reg.manifest['data_window']['end']}, {len(rows)} series; median skill "
+            f"{pd.Series(skills).median() if skills else float('nan'):.3f}, mean coverage "
+            f"{pd.Series(covs).mean() if covs else float('nan'):.3f}")
+    render_report(out, history, forecasts, profiles, title="Tidewise forecast report", fleet=rows, meta=meta,
+                  max_plots=max_plots)
+    return f"report of {len(rows)} series ({len(forecasts)} forecasts) from {reg.version} -> {out}"
+
+
+def _refine(history, step: pd.Timedelta):
+    """Upsample a coarse stored history to the models' step (linear, within the stored range)."""
+    from predictor.history import History
+
+    series = {k: y.resample(step).interpolate() if len(y) > 1 else y for k, y in history.series.items()}
+    return History({k: s.asfreq(step) for k, s in series.items()}, step)

@@ -1,0 +1,309 @@
+"""Train a fleet: backtest every candidate per series, choose, calibrate, fit the global model,
+and write a registry version — incrementally, fanned out over joblib or a Dask cluster.
+
+Incremental rule: a series is refitted when it is new, when the data the last version saw has
+changed (fingerprint of its values over the previous data window), when its error on the days
+since the last version drifted above `drift_factor` times its backtest score, or when its choice is
+older than `max_age`. Every other series carries its choice forward unchanged.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from predictor.calibration import apply_shifts, pinball
+from predictor.forecasting import ForecastRequest, fit_global, make_model, select_series
+from predictor.history import History
+from predictor.models.gbm import GlobalGBM
+from predictor.registry import RegistryError, load_version, write_version
+from predictor.selection import DECISION_QUANTILE, GLOBAL, Choice, decision_index
+
+log = logging.getLogger(__name__)
+
+DAY = pd.Timedelta("1d")
+# The data a version saw is fingerprinted over its last two days: a rolling window drops older
+# days anyway, and late corrections and backfills land in the recent past.
+FINGERPRINT_SPAN = pd.Timedelta("2d")
+# The report's context: a week of history at 15 min keeps 1,000 series under ~10 MB.
+RECENT_DAYS = pd.Timedelta("7d")
+RECENT_STEP = pd.Timedelta("15min")
+
+
+@dataclass
+class TrainSettings:
+    """How a training run backtests and when it refits."""
+
+    quantiles: tuple[float, ...] = (0.5, 0.9, 0.95, 0.99)  # the forecast contract's defaults
+    folds: int = 3  # backtest days per series (~860 residuals at 5 min for calibration)
+    horizon: pd.Timedelta = DAY  # backtest horizon: the serving loop looks one day ahead
+    jobs: int = 1  # joblib processes for the per-series backtests
+    incremental: bool = True  # carry unchanged series forward from the latest version
+    drift_factor: float = 1.5  # refit when the recent error exceeds 1.5x the backtest error
+    max_age: pd.Timedelta = pd.Timedelta("7d")  # refit every series at least weekly
+    use_global: bool = True
+    chunk: int = 50  # series per task: amortises the global model's transfer to workers
+
+
+@dataclass
+class TrainResult:
+    version: str
+    registry: str
+    refitted: list[str] = field(default_factory=list)
+    carried: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)
+    models: dict[str, int] = field(default_factory=dict)
+    global_refit: bool = False
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def fingerprint(y: pd.Series, start: pd.Timestamp | None = None, end: pd.Timestamp | None = None) -> str:
+    """sha256 of a series' timestamps and values within [start, end] (NaN-stable)."""
+    s = y
+    if start is not None:
+        s = s[s.index >= start]
+    if end is not None:
+        s = s[s.index <= end]
+    h = hashlib.sha256()
+    h.update(s.index.asi8.tobytes())
+    h.update(np.nan_to_num(s.to_numpy(dtype=np.float64), nan=-1.2345e300).round(12).tobytes())
+    return h.hexdigest()[:32]
+
+
+def _recent_error(y: pd.Series, entry: dict[str, Any], since: pd.Timestamp, step: pd.Timedelta,
+                  quantiles: Sequence[float], gm: GlobalGBM | None) -> float | None:
+    """Scaled pinball at the decision quantile of the stored choice on data after `since`."""
+    new = y[y.index >= since]
+    if new.notna().sum() < 12:
+        return None
+    past = y[y.index < since]
+    if len(past) < 2:
+        return None
+    h = len(new)
+    try:
+        if entry["model"] == GLOBAL:
+            if gm is None:
+                return None
+            f = gm.predict_series(past, h, quantiles, origin=since)
+        else:
+            f = make_model(entry["model"], quantiles).forecast(past, h, quantiles)
+        f = apply_shifts(f, np.asarray(entry.get("shifts") or np.zeros(len(quantiles))), quantiles)
+    except (ValueError, RuntimeError, np.linalg.LinAlgError):
+        return None
+    j = decision_index(quantiles)
+    return float(pinball(new.to_numpy(), f, quantiles)[j] / (entry.get("scale") or 1.0))
+
+
+def plan_refits(history: History, prev, settings: TrainSettings, now_end: pd.Timestamp) -> tuple[list[str], list[str], dict[str, str]]:
+    """Split series into (refit, carry) with a reason for each refit."""
+    refit, carry, why = [], [], {}
+    if prev is None or not settings.incremental:
+        keys = sorted(history.series)
+        return keys, [], {k: "first training" if prev is None else "full retrain" for k in keys}
+    prev_end = pd.Timestamp(prev.manifest["data_window"]["end"])
+    created_end = prev_end
+    for key, y in sorted(history.series.items()):
+        entry = prev.series.get(key)
+        if entry is None:
+            refit.append(key)
+            why[key] = "new series"
+            continue
+        fw = entry.get("fingerprint_window")
+        if fw and fingerprint(y, pd.Timestamp(fw[0]), pd.Timestamp(fw[1])) != entry.get("fingerprint"):
+            refit.append(key)
+            why[key] = "data seen by the last version changed"
+            continue
+        if now_end - pd.Timestamp(entry.get("fitted_end", prev_end)) >= settings.max_age:
+            refit.append(key)
+            why[key] = f"choice older than {settings.max_age}"
+            continue
+        err = _recent_error(y, entry, created_end + history.step, history.step, settings.quantiles, prev.global_model)
+        ref = entry.get("pinball_dq")
+        if err is not None and ref and err > settings.drift_factor * ref:
+            refit.append(key)
+            why[key] = f"recent error {err:.3f} > {settings.drift_factor:g} x backtest {ref:.3f}"
+            continue
+        carry.append(key)
+    return refit, carry, why
+
+
+def _select_chunk(items: list[tuple[str, pd.Series]], req: ForecastRequest, gm: GlobalGBM | None) -> list[tuple[str, Choice | None, str | None]]:
+    out = []
+    for key, y in items:
+        try:
+            origin = req.origin if req.origin is not None else y.index[-1] + req.step
+            out.append((key, select_series(key, y, req, origin, gm), None))
+        except Exception as exc:  # noqa: BLE001 - one bad series is recorded and skipped
+            out.append((key, None, f"{type(exc).__name__}: {exc}"))
+    return out
+
+
+def _chunks(items: list, n: int) -> list[list]:
+    return [items[i:i + n] for i in range(0, len(items), max(1, n))]
+
+
+def run_selection(
+    series: dict[str, pd.Series],
+    req: ForecastRequest,
+    gm: GlobalGBM | None,
+    *,
+    jobs: int = 1,
+    dask_client: Any = None,
+    chunk: int = 50,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, tuple[Choice | None, str | None]]:
+    """Backtest and choose for every series: in-process, over joblib, or on a Dask cluster."""
+    chunks = _chunks(sorted(series.items()), chunk)
+    results: list[list[tuple[str, Choice | None, str | None]]] = []
+    if dask_client is not None:
+        from dask.distributed import as_completed
+
+        gm_f = dask_client.scatter(gm, broadcast=True) if gm is not None else None
+        req_f = dask_client.scatter(req, broadcast=True)
+        futures = [dask_client.submit(_select_chunk, c, req_f, gm_f, pure=False) for c in chunks]
+        for fut in as_completed(futures):
+            res = fut.result()
+            results.append(res)
+            if progress:
+                progress(len(res))
+    elif jobs != 1 and len(chunks) > 1:
+        from joblib import Parallel, delayed
+
+        for res in Parallel(n_jobs=jobs, return_as="generator_unordered")(delayed(_select_chunk)(c, req, gm) for c in chunks):
+            results.append(res)
+            if progress:
+                progress(len(res))
+    else:
+        for c in chunks:
+            res = _select_chunk(c, req, gm)
+            results.append(res)
+            if progress:
+                progress(len(res))
+    return {k: (ch, err) for part in results for k, ch, err in part}
+
+
+def train(
+    history: History,
+    registry_dir: str,
+    settings: TrainSettings | None = None,
+    *,
+    dask_client: Any = None,
+    progress: Callable[[int], None] | None = None,
+    profiles: dict[str, dict] | None = None,
+) -> TrainResult:
+    """One training run over `history`; writes and returns a new registry version."""
+    settings = settings or TrainSettings()
+    if not history.series:
+        raise ValueError("history holds no series: nothing to train")
+    step = history.step
+    end = history.end
+    origin = end + step
+    prev = None
+    if settings.incremental:
+        try:
+            prev = load_version(registry_dir) if os.path.lexists(os.path.join(registry_dir, "latest")) else None
+        except RegistryError as exc:
+            log.warning("no usable previous registry version (%s): training every series", exc)
+    if prev is not None and (prev.quantiles != tuple(settings.quantiles) or int(prev.manifest.get("step_seconds", 0)) != int(step.total_seconds())):
+        log.warning("previous version has other quantiles or step: training every series")
+        prev = None
+    refit, carry, why = plan_refits(history, prev, settings, end)
+    req = ForecastRequest(horizon=settings.horizon, step=step, quantiles=settings.quantiles, origin=origin,
+                          folds=settings.folds, use_global=settings.use_global)
+    # the global model: refit when anything is refitted (its backtest must not see the folds),
+    # otherwise carried forward with the rest
+    gm_backtest = gm_final = None
+    global_refit = False
+    if settings.use_global:
+        if refit or prev is None or prev.global_model is None:
+            gm_backtest = fit_global(history.series, req, before=origin - settings.folds * DAY)
+            gm_final = fit_global(history.series, req) if gm_backtest is not None else None
+            global_refit = gm_final is not None
+        else:
+            gm_final = prev.global_model
+    if progress and carry:
+        progress(len(carry))
+    choices = run_selection({k: history.series[k] for k in refit}, req, gm_backtest, jobs=settings.jobs,
+                            dask_client=dask_client, chunk=settings.chunk, progress=progress)
+    start = min(y.index[0] for y in history.series.values())
+    entries: dict[str, dict[str, Any]] = {}
+    failed: dict[str, str] = {}
+    for key in refit:
+        choice, err = choices.get(key, (None, "not run"))
+        y = history.series[key]
+        if choice is None:
+            from predictor.forecasting import choose_baseline
+
+            model, reason = choose_baseline(y, step)
+            if err:
+                failed[key] = err
+            entry = {"model": model.label, "shifts": [0.0] * len(settings.quantiles), "folds": 0,
+                     "reason": f"no backtest: {err or reason}"}
+        else:
+            entry = choice.to_dict()
+            entry.pop("series", None)
+            entry["pinball_dq"] = choice.scores[choice.model]["pinball_dq"]
+            entry["params"] = make_model(choice.model).get_params() if choice.model != GLOBAL else {}
+        entry["params"] = {k: v for k, v in entry.get("params", {}).items() if isinstance(v, (int, float, str, bool, type(None), tuple, list))}
+        entry["fitted_end"] = y.index[-1].isoformat()
+        fw0 = max(y.index[0], y.index[-1] - FINGERPRINT_SPAN)
+        entry["fingerprint_window"] = [fw0.isoformat(), y.index[-1].isoformat()]
+        entry["fingerprint"] = fingerprint(y, fw0, y.index[-1])
+        entry["why_refit"] = why.get(key, "")
+        entries[key] = entry
+    for key in carry:
+        entries[key] = dict(prev.series[key])
+        entries[key]["carried_from"] = prev.version
+    if profiles is None:
+        profiles = _profiles(history)
+    version = write_version(
+        registry_dir,
+        quantiles=tuple(settings.quantiles),
+        series=entries,
+        data_window=(start.isoformat(), end.isoformat()),
+        step_seconds=int(step.total_seconds()),
+        global_model=gm_final,
+        profiles=profiles,
+        recent=recent_frame(history),
+        extra={"recent_step_seconds": int(max(step, RECENT_STEP).total_seconds()),
+               "training": {"refitted": len(refit), "carried": len(carry), "global_refit": global_refit,
+                            "folds": settings.folds, "previous": prev.version if prev else None,
+                            "decision_quantile": DECISION_QUANTILE,
+                            "global_model": ({"rows": int(gm_final.n_rows_), "series": int(gm_final.n_series_),
+                                              "params": {k: v for k, v in gm_final.get_params().items() if not isinstance(v, (list, tuple))}}
+                                             if gm_final is not None else None)}},
+    )
+    models: dict[str, int] = {}
+    for e in entries.values():
+        models[e["model"]] = models.get(e["model"], 0) + 1
+    return TrainResult(version, os.path.abspath(registry_dir), refit, carry, why, dict(sorted(models.items())), global_refit, failed)
+
+
+def recent_frame(history: History) -> pd.DataFrame:
+    """The last RECENT_DAYS of every series at RECENT_STEP (mean), long format, for the report."""
+    step = max(history.step, RECENT_STEP)
+    parts = []
+    for k, y in history.series.items():
+        tail = y[y.index > y.index[-1] - RECENT_DAYS]
+        if step != history.step:
+            tail = tail.resample(step).mean()
+        parts.append(pd.DataFrame({"series": k, "timestamp": tail.index, "value": tail.to_numpy(dtype=float)}))
+    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["series", "timestamp", "value"])
+    return frame.dropna(subset=["value"])
+
+
+def _profiles(history: History) -> dict[str, dict]:
+    try:
+        from predictor.profile import build_profiles
+    except ImportError:  # the profile module is optional for training
+        return {}
+    try:
+        return {k: p.to_dict() for k, p in build_profiles(history).items()}
+    except Exception as exc:  # noqa: BLE001 - profiles decorate the report; training goes on
+        log.warning("service profiles failed: %s", exc)
+        return {}
