@@ -21,6 +21,7 @@ class VpaSettings:
     memory_peak_window: str = "1d"  # memory is never recommended below the peak of this past window
     min_cpu_millicpu: int = 25  # stock VPA pod minimum (25m), per container here
     min_memory_bytes: int = 250 * MIB  # stock VPA pod minimum (250Mi), per container here
+    min_change: float = 0.05  # a recommendation is rewritten only when some target moves by 5% or more
     write_resource_recommend: bool = False  # also write Katalyst ResourceRecommend status (when the CRD is used)
 
 

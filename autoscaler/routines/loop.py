@@ -143,7 +143,8 @@ class ServingLoop:
         self.cooldown = Cooldown(parse_duration(g.cooldown, what="cooldown"))
         self.stabilizers: dict[str, Stabilizer] = {}
         self.reclaim_prev: dict[str, ReclaimPlan] = {}
-        self.published_vpa: dict[str, dict[tuple[str, str], int]] = {}
+        # VPA -> (container, resource) -> target this loop last wrote (fresher than a cluster read)
+        self.vpa_written: dict[str, dict[tuple[str, str], int]] = {}
         self.last_written: dict[str, str] = {}  # object -> fingerprint of the last patch written
         self.cache: dict[str, Forecast] = {}  # series -> last forecast (see LoopSettings.forecast_refresh)
         self.cache_generation: tuple[Any, ...] | None = None
@@ -416,7 +417,7 @@ class ServingLoop:
         off = ctx["offset"]
         peak_cut = ctx["now"] - parse_duration(s.memory_peak_window)
         key = f"VerticalPodAutoscaler/{ns}/{name}"
-        published_now = _published_vpa(vpa)
+        published_now = self.vpa_written.get(f"VerticalPodAutoscaler/{ns}/{name}") or _published_vpa(vpa)
         containers = []
         for cname in container_requests(wl) or series.by_container:
             policy = container_policy(vpa, cname)
@@ -448,7 +449,6 @@ class ServingLoop:
                 containers.append(ContainerRecommendation(cname, resources))
         if not containers:
             raise LookupError("no container with a usable forecast (missing, stale or non-finite series)")
-        self.published_vpa[key] = {(c.container, r): v.target for c in containers for r, v in c.resources.items()}
         return VpaDecision(ns, name, kind, target, replicas, containers)
 
     # HPA ---------------------------------------------------------------------------------------
@@ -595,11 +595,16 @@ class ServingLoop:
         hpas = {f"{meta(h).get('namespace', 'default')}/{meta(h)['name']}": h for h in state.hpas}
         nodes = {meta(n)["name"]: n for n in state.nodes}
         changes: list[Change] = []
+        min_change = self.settings.vpa.min_change
         for d in rep.vpa:
-            c = vpa_change(vpas[f"{d.namespace}/{d.name}"], d, now_iso)
+            vpa = vpas[f"{d.namespace}/{d.name}"]
+            prev = self.vpa_written.get(d.key) or _published_vpa(vpa)
+            new = {(cr.container, r): v.target for cr in d.containers for r, v in cr.resources.items()}
+            if prev and set(prev) == set(new) and all(abs(t - prev[k]) < min_change * prev[k] for k, t in new.items()):
+                continue  # every target within the dead-band of the one published: not worth a write
+            c = vpa_change(vpa, d, now_iso)
             if c is not None:
-                c.safe_direction = all(v.target >= (_published_vpa(vpas[f"{d.namespace}/{d.name}"]).get((cr.container, r)) or 0)
-                                       for cr in d.containers for r, v in cr.resources.items())
+                c.safe_direction = all(t >= (prev.get(k) or 0) for k, t in new.items())
                 changes.append(c)
                 if self.settings.vpa.write_resource_recommend:
                     changes.append(resource_recommend_change(vpas[f"{d.namespace}/{d.name}"], d,
@@ -644,6 +649,10 @@ class ServingLoop:
             if res.outcome in (WRITTEN, DRY_RUN):
                 self.cooldown.record(c.key, now)
                 self.last_written[c.key] = _fingerprint(c)
+                if c.kind == "VerticalPodAutoscaler":
+                    d = next(d for d in rep.vpa if d.key == c.key)
+                    self.vpa_written[c.key] = {(cr.container, r): v.target for cr in d.containers
+                                               for r, v in cr.resources.items()}
         self.sink.close()
         # what a node advertises now: the plan when it was written (or would have been, in a dry
         # run) or already held that value; a write that failed or was held keeps the older value

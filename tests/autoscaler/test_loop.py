@@ -424,3 +424,24 @@ def test_forecast_budget_limits_work_per_run_and_decides_nothing_without_a_forec
     extend(history)
     third = loop.run_once()
     assert calls == [5, 5, 2] and not [k for k in third.skipped if k in history.series]
+
+
+def test_vpa_targets_inside_the_dead_band_are_not_rewritten(objects, history):
+    s = fast_settings()
+    s.vpa.min_change = 0.05
+    first = loop_for(objects, history, settings=s).run_once()
+    d = first.vpa[0]
+    vpa = next(o for o in objects if o["kind"] == "VerticalPodAutoscaler" and o["metadata"]["name"] == d.name)
+    targets = {(c.container, r): v.target for c in d.containers for r, v in c.resources.items()}
+    # published 3% off every target: inside the dead-band, no write
+    vpa["status"] = {"recommendation": {"containerRecommendations": [
+        {"containerName": c, "target": {r: str(int(t * 1.03)) if r == "memory" else f"{int(t * 1.03)}m"}}
+        for (c, r), t in targets.items()]}}
+    again = loop_for(objects, history, settings=s).run_once()
+    assert d.key not in {c.key for c in again.changes}
+    # 10% off: rewritten
+    vpa["status"]["recommendation"]["containerRecommendations"] = [
+        {"containerName": c, "target": {r: str(int(t * 1.10)) if r == "memory" else f"{int(t * 1.10)}m"}}
+        for (c, r), t in targets.items()]
+    third = loop_for(objects, history, settings=s).run_once()
+    assert d.key in {c.key for c in third.changes}
