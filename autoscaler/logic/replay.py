@@ -42,6 +42,13 @@ class DailyChoiceForecaster:
         return History({self.key: past}, STEP)
 
     def forecast(self, y: pd.Series, origin: pd.Timestamp, horizon: pd.Timedelta) -> Forecast:
+        """The forecast from `origin` (memoised: several policies replay the same series)."""
+        memo = self.__dict__.setdefault("_memo", {})
+        if (origin, horizon) not in memo:
+            memo[(origin, horizon)] = self._forecast(y, origin, horizon)
+        return memo[(origin, horizon)]
+
+    def _forecast(self, y: pd.Series, origin: pd.Timestamp, horizon: pd.Timedelta) -> Forecast:
         day = origin.floor("D")
         if day not in self.day_model:
             req = ForecastRequest(pd.Timedelta("1D") + horizon, STEP, QUANTILES, "auto", day)
