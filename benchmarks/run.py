@@ -15,6 +15,7 @@ import time
 SECTIONS = [
     "enforcer",
     "colocation",
+    "serving",
 ]
 
 
