@@ -22,7 +22,7 @@ from predictor.history import History
 from predictor.models import MODELS, DecayingHistogram, Forecaster
 from predictor.models.gbm import GlobalGBM
 from predictor.seasonality import DAY, SEASONAL_ACF, WEEK, acf_at
-from predictor.selection import GLOBAL, Choice, backtest, choose, default_candidates
+from predictor.selection import ENSEMBLE, GLOBAL, Choice, backtest, choose, default_candidates
 from predictor.types import Forecast
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,15 @@ def _predict_with(model: Forecaster, y: pd.Series, req: ForecastRequest, origin:
     return model.forecast(y, lead + req.steps, req.quantiles)[lead:]
 
 
+def _predict_named(name: str, y: pd.Series, req: ForecastRequest, origin: pd.Timestamp,
+                   global_model: GlobalGBM | None) -> np.ndarray:
+    if name == GLOBAL:
+        if global_model is None:
+            raise ValueError("the global GBM is not available")
+        return global_model.predict_series(y, req.steps, req.quantiles, origin=origin)
+    return _predict_with(make_model(name, req.quantiles), y, req, origin)
+
+
 def _fallback(key: str, y: pd.Series, req: ForecastRequest, origin: pd.Timestamp, failed: str, exc: Exception,
               notes: list[str]) -> tuple[np.ndarray, str]:
     fallback = DecayingHistogram()
@@ -119,15 +128,16 @@ def forecast_from_choice(key: str, y: pd.Series, req: ForecastRequest, choice: C
         name, shifts = model.label, None
     else:
         name, shifts = choice.model, np.asarray(choice.shifts)
-        notes.append(f"{name}: {choice.reason}")
-        model = None if name == GLOBAL else make_model(name, req.quantiles)
+        notes.append(f"{name}{'(' + '+'.join(choice.members) + ')' if choice.members else ''}: {choice.reason}")
     try:
-        if name == GLOBAL:
-            if global_model is None:
-                raise ValueError("the global GBM is not available")
-            values = _predict_with(DecayingHistogram(), y, req, origin, global_model)
+        if name == ENSEMBLE:
+            members = choice.members if choice is not None else []
+            if not members:
+                raise ValueError("the ensemble lists no members")
+            values = np.mean([_predict_named(m, y, req, origin, global_model) for m in members], axis=0)
         else:
-            values = _predict_with(model, y, req, origin)  # type: ignore[arg-type]
+            values = _predict_named(name, y, req, origin, global_model) if choice is not None \
+                else _predict_with(model, y, req, origin)
         label = name
         if shifts is not None and len(shifts) == len(req.quantiles):
             values = apply_shifts(values, shifts, req.quantiles)
@@ -169,10 +179,11 @@ def series_requests(history: History, req: ForecastRequest) -> dict[str, Forecas
     return out
 
 
-def fit_global(series: dict[str, pd.Series], req: ForecastRequest, before: pd.Timestamp | None = None) -> GlobalGBM | None:
+def fit_global(series: dict[str, pd.Series], req: ForecastRequest, before: pd.Timestamp | None = None,
+               params: dict | None = None) -> GlobalGBM | None:
     """The shared GBM on every series (None when none has enough history)."""
     try:
-        return GlobalGBM(quantiles=tuple(req.quantiles)).fit_many(series, before=before)
+        return GlobalGBM(quantiles=tuple(req.quantiles), **(params or {})).fit_many(series, before=before)
     except ValueError as exc:
         log.info("global GBM not fitted: %s", exc)
         return None

@@ -326,9 +326,10 @@ def forecast_with_registry(registry_dir: str, history, req) -> list:
             choice = Choice(key, entry["model"], reg.quantiles, list(entry.get("shifts") or [0.0] * len(reg.quantiles)),
                             int(entry.get("folds", 0)), float(entry.get("acf_day") or np.nan),
                             float(entry.get("acf_week") or np.nan), {}, entry.get("skill"), entry.get("coverage"),
-                            float(entry.get("scale") or 1.0), f"registry {reg.version}")
-            if choice.model != "gbm_global":
-                make_model(choice.model)  # an unknown model name is a registry from another version
+                            float(entry.get("scale") or 1.0), f"registry {reg.version}", list(entry.get("members") or []))
+            for name in choice.members or [choice.model]:
+                if name not in ("gbm_global", "ensemble"):
+                    make_model(name)  # an unknown model name is a registry from another version
         fc = forecast_from_choice(key, y, reqs[key], choice, reg.global_model, version=reg.version)
         if entry is None:
             fc.notes.append(f"not in registry {reg.version}")

@@ -31,6 +31,10 @@ WEEK = pd.Timedelta("7d")
 DECISION_QUANTILE = 0.95
 REFERENCE = "seasonal_naive_daily"  # skill is measured against it (the benchmark baseline)
 GLOBAL = "gbm_global"
+ENSEMBLE = "ensemble"
+# Members of the ensemble candidate, when eligible: the mean of their quantiles is usually better
+# than any one of them, and far less sensitive to which model won the last three days.
+ENSEMBLE_MEMBERS = ("seasonal_naive_daily", "seasonal_naive_weekly", "seasonal_median", "stl", GLOBAL)
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class Choice:
     coverage: float | None = None  # cross-fitted coverage of the chosen model's decision quantile
     scale: float = 1.0  # mean |y| before the first fold (scores are divided by it)
     reason: str = ""
+    members: list[str] = field(default_factory=list)  # for the ensemble: the models averaged
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -182,6 +187,11 @@ def choose(
            "week": bool(np.isfinite(week) and week >= SEASONAL_ACF)}
     needs = {c.name: c.needs for c in candidates}
     needs.setdefault(GLOBAL, "")
+    members = [m for m in ENSEMBLE_MEMBERS if m in preds and has.get(needs.get(m, ""), True)]
+    if len(members) >= 2:
+        preds = dict(preds)
+        preds[ENSEMBLE] = np.mean([preds[m] for m in members], axis=0)
+        needs[ENSEMBLE] = ""
     scale = float(np.nanmean(np.abs(before.to_numpy()))) if before.notna().any() else 1.0
     scale = scale if np.isfinite(scale) and scale > 0 else 1.0
     scores: dict[str, dict] = {}
@@ -202,4 +212,4 @@ def choose(
     reason = (f"lowest pinball@{qs[j]:g} over {len(origins)} backtest day(s) "
               f"(ACF day {day:.2f}, week {week:.2f})" + (f"; not eligible without their cycle: {', '.join(gated)}" if gated else ""))
     return Choice(key, best, qs, [float(s) for s in shifts], len(origins), float(day), float(week), scores,
-                  skill, scores[best]["coverage"], scale, reason)
+                  skill, scores[best]["coverage"], scale, reason, members if best == ENSEMBLE else [])

@@ -22,7 +22,7 @@ from predictor.forecasting import ForecastRequest, fit_global, make_model, selec
 from predictor.history import History
 from predictor.models.gbm import GlobalGBM
 from predictor.registry import RegistryError, load_version, write_version
-from predictor.selection import DECISION_QUANTILE, GLOBAL, Choice, decision_index
+from predictor.selection import DECISION_QUANTILE, ENSEMBLE, GLOBAL, Choice, decision_index
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ class TrainSettings:
     max_age: pd.Timedelta = pd.Timedelta("7d")  # refit every series at least weekly
     use_global: bool = True
     chunk: int = 50  # series per task: amortises the global model's transfer to workers
+    global_params: dict = field(default_factory=dict)  # GlobalGBM keyword arguments (defaults: gbm.py)
 
 
 @dataclass
@@ -130,6 +131,14 @@ def plan_refits(history: History, prev, settings: TrainSettings, now_end: pd.Tim
             continue
         carry.append(key)
     return refit, carry, why
+
+
+def _plain_params(name: str) -> dict[str, Any]:
+    """A model's constructor parameters, as JSON (the global GBM's are in the manifest)."""
+    if name in (GLOBAL, ENSEMBLE):
+        return {}
+    return {k: v for k, v in make_model(name).get_params().items()
+            if isinstance(v, (int, float, str, bool, type(None), tuple, list))}
 
 
 def _select_chunk(items: list[tuple[str, pd.Series]], req: ForecastRequest, gm: GlobalGBM | None) -> list[tuple[str, Choice | None, str | None]]:
@@ -221,8 +230,8 @@ def train(
     global_refit = False
     if settings.use_global:
         if refit or prev is None or prev.global_model is None:
-            gm_backtest = fit_global(history.series, req, before=origin - settings.folds * DAY)
-            gm_final = fit_global(history.series, req) if gm_backtest is not None else None
+            gm_backtest = fit_global(history.series, req, before=origin - settings.folds * DAY, params=settings.global_params)
+            gm_final = fit_global(history.series, req, params=settings.global_params) if gm_backtest is not None else None
             global_refit = gm_final is not None
         else:
             gm_final = prev.global_model
@@ -248,8 +257,7 @@ def train(
             entry = choice.to_dict()
             entry.pop("series", None)
             entry["pinball_dq"] = choice.scores[choice.model]["pinball_dq"]
-            entry["params"] = make_model(choice.model).get_params() if choice.model != GLOBAL else {}
-        entry["params"] = {k: v for k, v in entry.get("params", {}).items() if isinstance(v, (int, float, str, bool, type(None), tuple, list))}
+            entry["params"] = {m: _plain_params(m) for m in (choice.members or [choice.model])}
         entry["fitted_end"] = y.index[-1].isoformat()
         fw0 = max(y.index[0], y.index[-1] - FINGERPRINT_SPAN)
         entry["fingerprint_window"] = [fw0.isoformat(), y.index[-1].isoformat()]

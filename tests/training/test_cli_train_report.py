@@ -1,0 +1,146 @@
+"""`tidewise train`, `tidewise forecast --registry` and `tidewise report`, end to end; the report
+opened in headless Chromium (Debian `chromium`)."""
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tidewise.cli import main
+
+from .conftest import small_history
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A registry trained from a file, plus that file."""
+    d = tmp_path_factory.mktemp("train")
+    hist = small_history(workloads=2, days=6)
+    inp = str(d / "history.csv")
+    hist.to_long().to_csv(inp, index=False)
+    reg = str(d / "models")
+    assert main(["train", "--source", "file", "--input", inp, "--registry", reg, "--folds", "2"]) == 0
+    return reg, inp, hist
+
+
+def test_train_writes_latest_and_forecast_uses_it(trained, tmp_path, capsys):
+    reg, inp, hist = trained
+    man = json.load(open(os.path.join(reg, "latest", "manifest.json")))
+    assert man["n_series"] == len(hist.series)
+    out = str(tmp_path / "f.csv")
+    assert main(["forecast", "--input", inp, "--output", out, "--registry", reg]) == 0
+    f = pd.read_csv(out)
+    assert list(f.columns) == ["series", "timestamp", "q0.5", "q0.9", "q0.95", "q0.99", "model"]
+    assert len(f) == 288 * len(hist.series)
+    stored = json.load(open(os.path.join(reg, "latest", "series.json")))
+    for key, g in f.groupby("series"):
+        assert set(g["model"]) == {stored[key]["model"]}
+    q = f[["q0.5", "q0.9", "q0.95", "q0.99"]].to_numpy()
+    assert (np.diff(q, axis=1) >= 0).all()
+
+
+def test_train_synthetic_source_and_incremental_second_run(tmp_path, capsys):
+    reg = str(tmp_path / "m")
+    args = ["train", "--source", "synthetic", "--workloads", "1", "--last", "5d", "--registry", reg, "--folds", "1"]
+    assert main(args) == 0
+    assert "trained 2 series, carried 0" in capsys.readouterr().err
+    first = os.readlink(os.path.join(reg, "latest"))
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    # the synthetic history ends at the last midnight: same data, so everything is carried
+    assert "trained 0 series, carried 2 forward" in err
+    assert os.readlink(os.path.join(reg, "latest")) != first
+
+
+def test_forecast_refuses_a_tampered_registry(trained, tmp_path, capsys):
+    reg, inp, _ = trained
+    copy = str(tmp_path / "models")
+    shutil.copytree(reg, copy, symlinks=True)
+    art = os.path.join(copy, "latest", "global_gbm.joblib")
+    data = bytearray(open(art, "rb").read())
+    data[100] ^= 0xFF
+    open(art, "wb").write(bytes(data))
+    out = str(tmp_path / "f.csv")
+    assert main(["forecast", "--input", inp, "--output", out, "--registry", copy]) == 1
+    err = capsys.readouterr().err
+    assert re.search(r"tidewise forecast: error: registry artifact .*global_gbm.joblib fails its checksum", err)
+    assert "Traceback" not in err and not os.path.exists(out)
+
+
+def test_train_errors_are_clear(tmp_path, capsys):
+    assert main(["train", "--source", "file", "--registry", str(tmp_path)]) == 2
+    assert "--source file needs --input" in capsys.readouterr().err
+    assert main(["train", "--source", "file", "--input", str(tmp_path / "none.csv"), "--registry", str(tmp_path)]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_every_loop_trains_again(monkeypatch, tmp_path, capsys):
+    from tidewise.commands import train as cmd
+
+    runs = []
+    monkeypatch.setattr(cmd, "train_once", lambda args: runs.append(1) or 0)
+
+    class Stop(Exception):
+        pass
+
+    def fake_sleep(s):
+        assert 0 < s <= 3600
+        if len(runs) >= 2:
+            raise Stop
+    monkeypatch.setattr(cmd.time, "sleep", fake_sleep)
+    with pytest.raises(Stop):
+        main(["train", "--source", "synthetic", "--every", "1h", "--registry", str(tmp_path)])
+    assert len(runs) == 2
+
+
+def _chromium(url: str, shot: str, profile: str) -> str:
+    r = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+         "--enable-logging=stderr", "--v=0", "--window-size=1280,2400", f"--screenshot={shot}", url],
+        capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stderr
+
+
+def _console_errors(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if "CONSOLE" in ln or "Failed to load resource" in ln]
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium not installed (make system-deps)")
+def test_report_renders_in_headless_chromium(trained, tmp_path, capsys):
+    reg, _, hist = trained
+    out = str(tmp_path / "report.html")
+    assert main(["report", "--registry", reg, "--out", out]) == 0
+    html = open(out).read()
+    # fleet table: one row per series with class, seasonality, model, skill and coverage
+    assert html.count("<tr>") == len(hist.series) + 1
+    for key in hist.series:
+        assert key in html
+    assert "skill vs seasonal naive" in html and "coverage q0.95" in html
+    assert not re.search(r'(src|href)="(https?:)?//', html)
+
+    # the detector works: a page that logs an error is caught
+    bad = tmp_path / "bad.html"
+    bad.write_text('<html><body><script>console.error("boom")</script></body></html>')
+    assert _console_errors(_chromium(f"file://{bad}", str(tmp_path / "bad.png"), str(tmp_path / "p1")))
+
+    shot = str(tmp_path / "shot.png")
+    stderr = _chromium(f"file://{out}", shot, str(tmp_path / "p2"))
+    assert _console_errors(stderr) == []
+    import matplotlib.image as mpimg
+
+    img = mpimg.imread(shot)[:, :, :3]
+    assert img.shape[0] >= 2000 and img.shape[1] >= 1200
+    non_white = (img < 0.95).any(axis=2).mean()
+    assert non_white > 0.02  # not blank
+    # the plots rendered: the forecast band's blue is on screen (the page alone has no colour)
+    r, g, b = img[..., 0], img[..., 1], img[..., 2]
+    blue = (b > r + 0.15) & (b > g + 0.05)
+    assert blue.sum() > 300
