@@ -30,8 +30,12 @@ class HpaSettings:
     quantile: float = 0.9  # forecast quantile of the demand that replicas must carry
     startup: str = "2m"  # lead: pod start-up time; replicas are asked for this much ahead
     look_ahead: str = "10m"  # minReplicas covers the peak of [now+lead, now+lead+look_ahead]
-    stabilization: str = "10m"  # scale-down stabilisation: minReplicas only falls to the highest of this window
+    stabilization: str = "5m"  # scale-down stabilisation (the HPA's default): the floor falls to the highest of this window
     default_utilization: float = 0.7  # target utilisation when the HPA names a Resource metric by value
+    level_steps: int = 3  # scale the forecast by observed / forecast over the last 3 steps (0: off)
+    # the floor sizes replicas at target x (1 + this): 0.1, the HPA's own tolerance, asks for no replica
+    # the HPA itself would not keep; 0 sizes at the target exactly
+    floor_tolerance: float = 0.1
 
 
 @dataclass

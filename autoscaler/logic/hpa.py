@@ -41,6 +41,18 @@ def predictive_min_replicas(demand_q: np.ndarray, step: pd.Timedelta, lead: pd.T
     return int(window.max()), timeline
 
 
+def level_ratio(observed: np.ndarray, expected: np.ndarray, lo: float = 0.5, hi: float = 2.0) -> float:
+    """How the latest observations compare with what the forecast said for the same steps
+    (ratio of sums, NaN pairs dropped, clipped to [lo, hi]; 1 when there is nothing to compare).
+    The serving loop refits hourly but decides every minute: this carries the last minutes'
+    level into the next ones, as a reactive HPA would, without its lag."""
+    o, e = np.asarray(observed, dtype=float), np.asarray(expected, dtype=float)
+    ok = np.isfinite(o) & np.isfinite(e)
+    if not ok.any() or e[ok].sum() <= 0:
+        return 1.0
+    return float(np.clip(o[ok].sum() / e[ok].sum(), lo, hi))
+
+
 @dataclass
 class Stabilizer:
     """Scale-down stabilisation: a floor falls only to the highest wish of the last `window`

@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from autoscaler.logic.hpa import Stabilizer, predictive_min_replicas, simulate_reactive_hpa
+from autoscaler.logic.hpa import Stabilizer, level_ratio, predictive_min_replicas, simulate_reactive_hpa
 from autoscaler.logic.vpa import vpa_default_request, window_max
 from autoscaler.settings import HpaSettings, VpaSettings
 from predictor.forecasting import ForecastRequest, forecast_history
@@ -109,18 +109,24 @@ def replay_hpa(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, per: float,
     minutes = d1.index
     floor = np.ones(len(minutes), dtype=int)
     stab = Stabilizer(pd.Timedelta(settings.stabilization))
-    capacity = per * target_utilization
+    capacity = per * target_utilization * (1 + settings.floor_tolerance)
     for t in pd.date_range(start, end, freq=every, inclusive="left"):
         fc = forecaster.forecast(y, t, every + lead + 2 * STEP)
         q = fc.quantile(settings.quantile) if settings.quantile in fc.quantiles else fc.values[:, -1]
         q = np.where(np.isfinite(q), q, np.nanmax(q) if np.isfinite(q).any() else 0.0)
+        q50 = fc.quantile(0.5)
+        seen = y.reindex(fc.index).to_numpy()  # observations at the forecast's steps (known once past)
         for k in range(int(every / STEP)):
             at = t + k * STEP
-            wish, _ = predictive_min_replicas(q[k:], STEP, lead, look, capacity)
+            ratio = 1.0
+            if settings.level_steps and k:
+                a = max(0, k - settings.level_steps)
+                ratio = level_ratio(seen[a:k], q50[a:k])
+            wish, _ = predictive_min_replicas(q[k:] * ratio, STEP, lead, look, capacity)
             n = stab.apply(at, wish)
             sel = (minutes >= at) & (minutes < at + STEP)
             floor[sel] = n
-    r0 = max(1, int(np.ceil(y[y.index < start].iloc[-12:].mean() / capacity)))
+    r0 = max(1, int(np.ceil(y[y.index < start].iloc[-12:].mean() / (per * target_utilization))))
     serving = simulate_reactive_hpa(d1.to_numpy(), per, r0, target_utilization=target_utilization,
                                     startup_minutes=int(lead / pd.Timedelta("1min")), min_replicas=floor)
     return d1.to_numpy(), floor, serving, r0

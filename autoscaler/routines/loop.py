@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from autoscaler.logic.guardrails import Cooldown, is_stale, kill_switch_engaged
-from autoscaler.logic.hpa import MalformedHpa, Stabilizer, hpa_target, parse_hpa, predictive_min_replicas
+from autoscaler.logic.hpa import (MalformedHpa, Stabilizer, hpa_target, level_ratio, parse_hpa,
+                                  predictive_min_replicas)
 from autoscaler.logic.reclaim import plan_node
 from autoscaler.logic.vpa import NonFiniteForecast, container_policy, limit_change, quantile_column, recommend_resource
 from autoscaler.model.cluster import ClusterState, container_requests, meta
@@ -363,7 +364,7 @@ class ServingLoop:
                 forecasts[fc.series] = fc
         for sid in set(self.cache) - set(keep):
             del self.cache[sid]  # series gone, stale or skipped: never decide from an old forecast
-        ctx["forecasts"], ctx["index"] = forecasts, index
+        ctx["forecasts"], ctx["index"], ctx["origin"] = forecasts, index, origin
         ctx["offset"] = 0
         ctx["refreshed"] = len(todo)
         return f"{len(forecasts)} of {len(keep)} series forecast, {len(todo)} refreshed ({len(rep.skipped)} skipped)"
@@ -479,9 +480,11 @@ class ServingLoop:
         demand = sum(_shifted(fcs[x], off).values[:, list(fcs[x].quantiles).index(_q(fcs[x], s.quantile))]
                      for x in sids)
         scale = 1000.0 if tgt.resource == "cpu" else 1.0  # series carry cores; targets are millicpu
+        ratio = self._level_ratio(sids, ctx) if s.level_steps else 1.0
         lead = parse_duration(s.startup)
-        wish, timeline = predictive_min_replicas(np.asarray(demand) * scale, self.step, lead,
-                                                 parse_duration(s.look_ahead), tgt.per_replica_units)
+        capacity = tgt.per_replica_units * (1 + s.floor_tolerance)
+        wish, timeline = predictive_min_replicas(np.asarray(demand) * scale * ratio, self.step, lead,
+                                                 parse_duration(s.look_ahead), capacity)
         user_min = spec_min
         ann = (m.get("annotations") or {}).get(ANNOTATION_USER_MIN)
         if ann is not None:
@@ -493,7 +496,9 @@ class ServingLoop:
         steady = stab.apply(ctx["now"], wish)
         reason = Reason(model=f"{fc0.model}@{fc0.version}", quantile=s.quantile, margin=0.0,
                         window=f"now+{s.startup}..+{s.look_ahead}", raw=wish)
-        reason.steps.append(f"per replica {tgt.per_replica_units:g} ({tgt.describe})")
+        if ratio != 1.0:
+            reason.steps.append(f"forecast x{ratio:.2f}: the last {s.level_steps} steps' observed / forecast")
+        reason.steps.append(f"per replica {tgt.per_replica_units:g} ({tgt.describe}) x (1 + {s.floor_tolerance:g} tolerance)")
         if steady != wish:
             reason.steps.append(f"scale-down stabilised over {s.stabilization}: {steady}")
         final = max(steady, user_min)
@@ -509,6 +514,27 @@ class ServingLoop:
         ctx.setdefault("hpa_series", {})[f"{ns}/{name}"] = (kind, target, sids, predicted, final)
         return HpaDecision(ns, name, final, user_min, max_replicas, predicted, [int(x) for x in timeline[:48]],
                            reason, _iso(index[0]), int(self.step.total_seconds()))
+
+    def _level_ratio(self, sids: list[str], ctx: dict[str, Any]) -> float:
+        """Observed / forecast (median) over the last `level_steps` steps the cached forecasts cover
+        (1 when a forecast was just made: it has seen those samples already)."""
+        hist: History = ctx["history"]
+        k = self.settings.hpa.level_steps
+        origin_ns = ctx["origin"].value
+        observed: list[np.ndarray] = []
+        expected: list[np.ndarray] = []
+        for sid in sids:
+            fc = self.cache.get(sid)
+            if fc is None:
+                return 1.0
+            done = int((origin_ns - int(fc.index.asi8[0])) // self.step.value)  # forecast steps now in the past
+            if done <= 0:
+                return 1.0
+            a = max(0, done - k)
+            y = hist.series[sid]
+            observed.append(y.reindex(fc.index[a:done]).to_numpy())
+            expected.append(quantile_column(fc, 0.5)[a:done])
+        return level_ratio(np.sum(observed, axis=0), np.sum(expected, axis=0))
 
     # nodes -------------------------------------------------------------------------------------
     def _recommend_nodes(self, rep: RunReport, ctx: dict[str, Any]) -> None:

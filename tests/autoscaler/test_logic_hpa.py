@@ -118,3 +118,13 @@ def test_a_predictive_floor_removes_the_lag_of_the_reactive_hpa():
     assert predictive[60] >= 9  # ready when the step arrives
     capped = simulate_reactive_hpa(demand, 10.0, 2, min_replicas=floor, max_replicas=4)
     assert capped.max() <= 4
+
+
+def test_level_ratio_carries_the_observed_level_and_is_bounded():
+    from autoscaler.logic.hpa import level_ratio
+
+    assert level_ratio(np.array([12.0, 12.0, 12.0]), np.array([10.0, 10.0, 10.0])) == pytest.approx(1.2)
+    assert level_ratio(np.array([100.0]), np.array([1.0])) == 2.0  # clipped: one outlier cannot triple the floor
+    assert level_ratio(np.array([0.0]), np.array([10.0])) == 0.5
+    assert level_ratio(np.array([np.nan, 9.0]), np.array([10.0, 10.0])) == pytest.approx(0.9)  # NaN pair dropped
+    assert level_ratio(np.array([]), np.array([])) == 1.0
