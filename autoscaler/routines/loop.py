@@ -186,7 +186,7 @@ class ServingLoop:
             self.last_good = rep
         t = time.perf_counter()
         if self.metrics is not None:
-            lead = ctx.get("offset", 0) + int(parse_duration(self.settings.hpa.startup) // self.step)
+            lead = int(parse_duration(self.settings.hpa.startup) // self.step)
             self.metrics.observe(rep, ctx.get("forecasts", {}), ctx.get("hpa_series", {}), lead)
         rep.steps.append(StepTiming("metrics", time.perf_counter() - t, True))
         self.last_report = rep
@@ -327,20 +327,20 @@ class ServingLoop:
         due: list[tuple[int, int, str]] = []  # (priority, -age, series): 0 surprised, 1 new, 2 aged
         for sid, y in keep.items():
             cached = self.cache.get(sid)
-            state = "new" if cached is None else "aged" if refresh is None else \
+            status = "new" if cached is None else "aged" if refresh is None else \
                 _cache_state(cached, y, origin, need_steps, self.step, refresh * _spread(sid))
-            if cached is not None and state == "fresh":
+            if cached is not None and status == "fresh":
                 forecasts[sid] = _shifted(cached, (origin.value - cached.index.asi8[0]) // self.step.value)
             else:
                 age = (origin.value - int(cached.index.asi8[0])) if cached is not None else 0
-                due.append(({"surprised": 0, "new": 1, "aged": 2}[state], -age, sid))
+                due.append(({"surprised": 0, "new": 1, "aged": 2}[status], -age, sid))
         budget = s.loop.forecast_budget
         due.sort()
         todo: dict[str, pd.Series] = {}
         for prio, neg_age, sid in due:
             cached = self.cache.get(sid)
-            if budget is not None and len(todo) >= budget and prio == 2 and refresh is not None and \
-                    -neg_age < 2 * refresh.value and _covers(cached, origin, need_steps, self.step):
+            if cached is not None and budget is not None and len(todo) >= budget and prio == 2 and \
+                    refresh is not None and -neg_age < 2 * refresh.value and _covers(cached, origin, need_steps, self.step):
                 forecasts[sid] = _shifted(cached, (origin.value - cached.index.asi8[0]) // self.step.value)
             elif budget is not None and len(todo) >= budget and prio == 1:
                 rep.skipped[sid] = f"waiting for its first forecast (forecast_budget {budget} per run)"
@@ -365,7 +365,6 @@ class ServingLoop:
         for sid in set(self.cache) - set(keep):
             del self.cache[sid]  # series gone, stale or skipped: never decide from an old forecast
         ctx["forecasts"], ctx["index"], ctx["origin"] = forecasts, index, origin
-        ctx["offset"] = 0
         ctx["refreshed"] = len(todo)
         return f"{len(forecasts)} of {len(keep)} series forecast, {len(todo)} refreshed ({len(rep.skipped)} skipped)"
 
@@ -415,7 +414,6 @@ class ServingLoop:
         fcs: dict[str, Forecast] = ctx["forecasts"]
         window = _steps(s.window, self.step)
         bound = _steps(s.bound_window, self.step)
-        off = ctx["offset"]
         peak_cut = ctx["now"] - parse_duration(s.memory_peak_window)
         key = f"VerticalPodAutoscaler/{ns}/{name}"
         published_now = self.vpa_written.get(f"VerticalPodAutoscaler/{ns}/{name}") or _published_vpa(vpa)
@@ -429,7 +427,7 @@ class ServingLoop:
                 sid = series.by_container.get(cname, {}).get(res)
                 if sid is None or sid not in fcs:
                     continue
-                fc = _shifted(fcs[sid], off)
+                fc = fcs[sid]
                 peak = None
                 if res == "memory":
                     y = hist.series[sid]
@@ -475,10 +473,8 @@ class ServingLoop:
         sids = [x for x in sids if x]
         if not sids or any(x not in fcs for x in sids):
             raise LookupError(f"no usable {tgt.resource} forecast for {ns}/{kind}/{target}")
-        off = ctx["offset"]
         fc0 = fcs[sids[0]]
-        demand = sum(_shifted(fcs[x], off).values[:, list(fcs[x].quantiles).index(_q(fcs[x], s.quantile))]
-                     for x in sids)
+        demand = sum(quantile_column(fcs[x], s.quantile) for x in sids)
         scale = 1000.0 if tgt.resource == "cpu" else 1.0  # series carry cores; targets are millicpu
         ratio = self._level_ratio(sids, ctx) if s.level_steps else 1.0
         lead = parse_duration(s.startup)
@@ -508,7 +504,7 @@ class ServingLoop:
             reason.steps.append(f"capped at maxReplicas {max_replicas}")
             final = max_replicas
         first = int(lead // self.step)
-        index = fc0.index[off:]
+        index = fc0.index
         # the next 4 hours of replicas(t), for the reason and the report (not the whole horizon)
         predicted = int(timeline[min(first, len(timeline) - 1)])
         ctx.setdefault("hpa_series", {})[f"{ns}/{name}"] = (kind, target, sids, predicted, final)
@@ -542,7 +538,6 @@ class ServingLoop:
         state: ClusterState = ctx["state"]
         fcs: dict[str, Forecast] = ctx["forecasts"]
         index = ctx["index"]
-        off = ctx["offset"]
         steps = _steps(s.window, self.step)
         now_iso = _iso(ctx["now"])
         pods_on = state.pods_on()
@@ -565,7 +560,7 @@ class ServingLoop:
                         if sid not in fcs:
                             ok = False
                             continue
-                        col = quantile_column(fcs[sid], s.quantile)[off: off + steps]
+                        col = quantile_column(fcs[sid], s.quantile)[:steps]
                         arr[: len(col)] += col
                 if ok:
                     n = state.replicas(*wl)
@@ -633,10 +628,9 @@ class ServingLoop:
                 c.safe_direction = all(t >= (prev.get(k) or 0) for k, t in new.items())
                 changes.append(c)
                 if self.settings.vpa.write_resource_recommend:
-                    changes.append(resource_recommend_change(vpas[f"{d.namespace}/{d.name}"], d,
-                                                             self.settings.vpa.recommender_name, now_iso))
-        for d in rep.hpa:
-            c = hpa_change(hpas[f"{d.namespace}/{d.name}"], d)
+                    changes.append(resource_recommend_change(vpa, d, self.settings.vpa.recommender_name, now_iso))
+        for h in rep.hpa:
+            c = hpa_change(hpas[f"{h.namespace}/{h.name}"], h)
             if c is not None:
                 changes.append(c)
         for p in rep.reclaim:
@@ -767,15 +761,6 @@ def _cache_state(fc: Forecast, y: pd.Series, origin: pd.Timestamp, need_steps: i
             if bool(np.any(seen[: len(top)] > top)):
                 return "surprised"
     return "aged" if o - start >= max_age.value else "fresh"
-
-
-def _q(fc: Forecast, q: float) -> float:
-    if q in fc.quantiles:
-        return q
-    higher = [x for x in fc.quantiles if x >= q]
-    if not higher:
-        raise NonFiniteForecast(f"forecast {fc.series} has no quantile >= {q}")
-    return min(higher)
 
 
 def _pod_requests(pod: dict[str, Any]) -> tuple[int, int]:
