@@ -83,7 +83,9 @@ def _predict_with(model: Forecaster, y: pd.Series, req: ForecastRequest, origin:
 
 
 def _predict_named(name: str, y: pd.Series, req: ForecastRequest, origin: pd.Timestamp,
-                   global_model: GlobalGBM | None) -> np.ndarray:
+                   global_model: GlobalGBM | None, global_values: np.ndarray | None = None) -> np.ndarray:
+    if name == GLOBAL and global_values is not None:
+        return global_values
     if name == GLOBAL:
         if global_model is None:
             raise ValueError("the global GBM is not available")
@@ -118,8 +120,10 @@ def select_series(key: str, y: pd.Series, req: ForecastRequest, origin: pd.Times
 
 
 def forecast_from_choice(key: str, y: pd.Series, req: ForecastRequest, choice: Choice | None,
-                         global_model: GlobalGBM | None = None, version: str = "adhoc") -> Forecast:
-    """Fit the chosen model on the whole of y, predict, apply the conformal shifts."""
+                         global_model: GlobalGBM | None = None, version: str = "adhoc",
+                         global_values: np.ndarray | None = None) -> Forecast:
+    """Fit the chosen model on the whole of y, predict, apply the conformal shifts.
+    `global_values`: the global GBM's forecast of this series, when already made in a batch."""
     origin = _origin_of(y, req)
     notes: list[str] = []
     if choice is None:
@@ -134,9 +138,9 @@ def forecast_from_choice(key: str, y: pd.Series, req: ForecastRequest, choice: C
             members = choice.members if choice is not None else []
             if not members:
                 raise ValueError("the ensemble lists no members")
-            values = np.mean([_predict_named(m, y, req, origin, global_model) for m in members], axis=0)
+            values = np.mean([_predict_named(m, y, req, origin, global_model, global_values) for m in members], axis=0)
         else:
-            values = _predict_named(name, y, req, origin, global_model) if choice is not None \
+            values = _predict_named(name, y, req, origin, global_model, global_values) if choice is not None \
                 else _predict_with(model, y, req, origin)
         label = name
         if shifts is not None and len(shifts) == len(req.quantiles):

@@ -298,13 +298,46 @@ def load_recent(reg: RegistryVersion):
 
 # ---- serving ------------------------------------------------------------------------------------
 
-def forecast_with_registry(registry_dir: str, history, req) -> list:
+def choice_of(key: str, entry: dict[str, Any], reg: RegistryVersion):
+    """The stored choice of one series as a selection.Choice (model names checked)."""
+    from predictor.forecasting import make_model
+    from predictor.selection import ENSEMBLE, GLOBAL, Choice
+
+    choice = Choice(key, entry["model"], reg.quantiles, list(entry.get("shifts") or [0.0] * len(reg.quantiles)),
+                    int(entry.get("folds", 0)), float(entry.get("acf_day") or np.nan),
+                    float(entry.get("acf_week") or np.nan), {}, entry.get("skill"), entry.get("coverage"),
+                    float(entry.get("scale") or 1.0), f"registry {reg.version}", list(entry.get("members") or []))
+    for name in choice.members or [choice.model]:
+        if name not in (GLOBAL, ENSEMBLE):
+            try:
+                make_model(name)
+            except ValueError:
+                raise RegistryError(f"registry version {reg.version} names model {name!r} for {key}, which this "
+                                    "tidewise does not have; retrain with `tidewise train`") from None
+    return choice
+
+
+GLOBAL_BATCH = 2000  # series per batched tree pass: ~580k feature rows, ~130 MB
+
+
+def _forecast_chunk(items, reqs, choices, gm, version, gvals):
+    from predictor.forecasting import forecast_from_choice
+
+    return [forecast_from_choice(k, y, reqs[k], choices.get(k), gm if gvals.get(k) is None else None, version, gvals.get(k))
+            for k, y in items]
+
+
+def forecast_with_registry(registry_dir: str, history, req, jobs: int | None = None) -> list:
     """`tidewise forecast --registry DIR`: forecast every series of `history` with the stored
-    choices (model, calibration) and the stored global GBM — no backtest, no global refit. A
-    series the registry does not know gets the no-backtest default, and its note says so."""
+    choices (model, calibration) and the stored global GBM — no backtest, no global refit. The
+    global model predicts all series in batches; the cheap per-series models fan out over `jobs`
+    processes (default: all cores when there are over 1,000 series). A series the registry does
+    not know gets the no-backtest default, and its note says so."""
+    from dataclasses import replace
+
     from predictor.errors import InputError
-    from predictor.forecasting import forecast_from_choice, make_model, series_requests
-    from predictor.selection import Choice
+    from predictor.forecasting import series_requests
+    from predictor.selection import GLOBAL
 
     reg = load_version(registry_dir)
     if tuple(float(q) for q in req.quantiles) != reg.quantiles:
@@ -314,24 +347,36 @@ def forecast_with_registry(registry_dir: str, history, req) -> list:
         raise InputError(f"--step {req.step}: registry version {reg.version} was trained at "
                          f"{reg.manifest.get('step_seconds')} s steps; use that step or retrain")
     if req.origin is None:
-        from dataclasses import replace
-
         req = replace(req, origin=history.end + req.step)
     reqs = series_requests(history, req)
-    out = []
-    for key, y in history.series.items():
-        entry = reg.series.get(key)
-        choice = None
-        if entry is not None:
-            choice = Choice(key, entry["model"], reg.quantiles, list(entry.get("shifts") or [0.0] * len(reg.quantiles)),
-                            int(entry.get("folds", 0)), float(entry.get("acf_day") or np.nan),
-                            float(entry.get("acf_week") or np.nan), {}, entry.get("skill"), entry.get("coverage"),
-                            float(entry.get("scale") or 1.0), f"registry {reg.version}", list(entry.get("members") or []))
-            for name in choice.members or [choice.model]:
-                if name not in ("gbm_global", "ensemble"):
-                    make_model(name)  # an unknown model name is a registry from another version
-        fc = forecast_from_choice(key, y, reqs[key], choice, reg.global_model, version=reg.version)
-        if entry is None:
-            fc.notes.append(f"not in registry {reg.version}")
-        out.append(fc)
+    choices = {k: choice_of(k, reg.series[k], reg) for k in history.series if k in reg.series}
+    gm = reg.global_model
+    gvals: dict[str, np.ndarray] = {}
+    need = [k for k, c in choices.items() if c.model == GLOBAL or GLOBAL in c.members]
+    if gm is not None:
+        for i in range(0, len(need), GLOBAL_BATCH):
+            chunk = need[i:i + GLOBAL_BATCH]
+            try:
+                vals = gm.predict_many([(history.series[k], reqs[k].origin) for k in chunk], req.steps, req.quantiles)
+                gvals.update(zip(chunk, vals))
+            except (ValueError, RuntimeError) as exc:  # one bad series: retry these one by one
+                log.warning("batched global forecast failed (%s); forecasting %d series one by one", exc, len(chunk))
+    items = list(history.series.items())
+    if jobs is None:
+        jobs = (os.cpu_count() or 1) if len(items) > 1000 else 1
+    if jobs == 1 or len(items) < 2:
+        out = _forecast_chunk(items, reqs, choices, gm, reg.version, gvals)
+    else:
+        from joblib import Parallel, delayed
+
+        size = max(1, len(items) // (4 * abs(jobs)))
+        parts = [items[i:i + size] for i in range(0, len(items), size)]
+        res = Parallel(n_jobs=jobs)(delayed(_forecast_chunk)(p, {k: reqs[k] for k, _ in p},
+                                                             {k: choices[k] for k, _ in p if k in choices}, gm,
+                                                             reg.version, {k: gvals[k] for k, _ in p if k in gvals})
+                                    for p in parts)
+        out = [f for part in res for f in part]
+    for f in out:
+        if f.series not in reg.series:
+            f.notes.append(f"not in registry {reg.version}")
     return out

@@ -59,15 +59,17 @@ def direct_features(
     step: pd.Timedelta,
     horizon: int,
     ctx: SeriesContext | None = None,
+    offsets: np.ndarray | None = None,
 ) -> np.ndarray:
-    """(horizon, n_features) for targets origin, origin+step, ...; `past` ends at origin - step."""
+    """(horizon, n_features) for targets origin, origin+step, ...; `past` ends at origin - step.
+    `offsets` (0-based steps after the origin) computes only those rows."""
     past = np.asarray(past, dtype=np.float64)
     spd = max(1, int(round(pd.Timedelta("1d") / step)))
     if ctx is None:
         ctx = context_of(past, spd)
     z = (past - ctx.level) / ctx.scale
     n = len(z)
-    h = np.arange(horizon)
+    h = np.arange(horizon) if offsets is None else np.asarray(offsets, dtype=np.int64)
     t = n + h  # target positions in the coordinates of `past`
     days_back = (h // spd) + 1  # whole days back so that t - days*spd < n
     weeks_back = (h // (7 * spd)) + 1
@@ -102,13 +104,13 @@ def direct_features(
             max_1d = tail_stat(spd, np.nanmax)
             q90_1d = tail_stat(spd, lambda w: np.nanquantile(w, 0.9))
     last = z[np.isfinite(z)][-1] if np.isfinite(z).any() else np.nan
-    index = pd.date_range(origin, periods=horizon, freq=step)
+    index = pd.DatetimeIndex(origin + step * h)
     cal, _ = calendar_features(index)
     cv = ctx.scale / (abs(ctx.level) + ctx.scale)
     const = np.array([lvl_1h, lvl_6h, sd_6h, max_1d, q90_1d, last, ctx.acf_day, ctx.acf_week, cv], dtype=np.float64)
     return np.column_stack([
         (h + 1) / spd, cal, lag_d1, lag_d2, lag_w1, prof_med, prof_max, prof_min, prof_sd,
-        np.tile(const, (horizon, 1)),
+        np.tile(const, (len(h), 1)),
     ])
 
 

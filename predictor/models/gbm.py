@@ -50,8 +50,10 @@ class GlobalGBM(Forecaster):
     def __init__(self, quantiles: Sequence[float] = (0.5, 0.9, 0.95, 0.99), max_iter: int = 60,
                  learning_rate: float = 0.1, max_leaf_nodes: int = 15, min_samples_leaf: int = 50,
                  max_origins: int = 14, train_horizon: str = "1d", max_past: str = "28d",
-                 max_rows: int = 60_000, random_state: int = 0, n_threads: int | None = 1):
+                 max_rows: int = 60_000, random_state: int = 0, n_threads: int | None = 1,
+                 predict_stride: int = 3):
         self.n_threads = n_threads
+        self.predict_stride = predict_stride
         self.quantiles = quantiles
         self.max_iter = max_iter
         self.learning_rate = learning_rate
@@ -135,6 +137,14 @@ class GlobalGBM(Forecaster):
         if missing:
             raise ValueError(f"{self.name} was fitted for quantiles {list(self.fitted_quantiles_)}, not {missing}; "
                              "refit with quantiles=... including them")
+        return self.predict_many([(y, origin)], horizon, qs)[0]
+
+    def _offsets(self, horizon: int) -> np.ndarray:
+        k = max(1, int(self.predict_stride))
+        off = np.arange(0, horizon, k)
+        return off if off[-1] == horizon - 1 else np.append(off, horizon - 1)
+
+    def _rows_for(self, y: pd.Series, origin: pd.Timestamp | None, horizon: int):
         y = check_series(y)
         step = _step_of(y)
         if origin is None:
@@ -150,11 +160,34 @@ class GlobalGBM(Forecaster):
         if lead:
             v = np.concatenate([v, np.full(lead, np.nan)])
         ctx = context_of(v, spd)
-        x = direct_features(v, origin, step, horizon, ctx)
+        return direct_features(v, origin, step, horizon, ctx, self._offsets(horizon)), ctx
+
+    def predict_many(self, items: Sequence[tuple[pd.Series, pd.Timestamp | None]], horizon: int,
+                     quantiles: Sequence[float]) -> list[np.ndarray]:
+        """Forecast many series in one batch: features per series, one tree pass per quantile over
+        all rows. Predictions are made every `predict_stride` steps and interpolated between."""
+        if not hasattr(self, "models_"):
+            raise RuntimeError(f"{type(self).__name__} is not fitted: call fit_many(series) or fit(y) first")
+        qs = tuple(float(q) for q in quantiles)
+        missing = [q for q in qs if q not in self.fitted_quantiles_]
+        if missing:
+            raise ValueError(f"{self.name} was fitted for quantiles {list(self.fitted_quantiles_)}, not {missing}; "
+                             "refit with quantiles=... including them")
+        if not items:
+            return []
+        rows = [self._rows_for(y, o, horizon) for y, o in items]
+        x = np.vstack([r[0] for r in rows])
         with _threads(self.n_threads):
             z = np.column_stack([self.models_[self.fitted_quantiles_.index(q)].predict(x) for q in qs])
-        out = ctx.level + ctx.scale * z
-        return non_crossing(out, np.asarray(qs))
+        off = self._offsets(horizon)
+        full = np.arange(horizon)
+        out = []
+        for i, (_, ctx) in enumerate(rows):
+            zi = z[i * len(off):(i + 1) * len(off)]
+            if len(off) != horizon:
+                zi = np.column_stack([np.interp(full, off, zi[:, j]) for j in range(len(qs))])
+            out.append(non_crossing(ctx.level + ctx.scale * zi, np.asarray(qs)))
+        return out
 
     # single-series contract ----------------------------------------------------------------------
     def _fit(self, y: pd.Series) -> None:
@@ -174,9 +207,10 @@ class GBM(GlobalGBM):
     def __init__(self, quantiles: Sequence[float] = (0.5, 0.9, 0.95, 0.99), max_iter: int = 60,
                  learning_rate: float = 0.1, max_leaf_nodes: int = 15, min_samples_leaf: int = 40,
                  max_origins: int = 21, train_horizon: str = "1d", max_past: str = "28d",
-                 max_rows: int = 50_000, random_state: int = 0, n_threads: int | None = 1):
+                 max_rows: int = 50_000, random_state: int = 0, n_threads: int | None = 1,
+                 predict_stride: int = 3):
         super().__init__(quantiles, max_iter, learning_rate, max_leaf_nodes, min_samples_leaf, max_origins,
-                         train_horizon, max_past, max_rows, random_state, n_threads)
+                         train_horizon, max_past, max_rows, random_state, n_threads, predict_stride)
 
 
 assert len(FEATURE_NAMES) > 0
