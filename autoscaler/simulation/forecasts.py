@@ -51,7 +51,10 @@ def node_series(cluster: Cluster) -> dict[str, pd.Series]:
         parts = [np.minimum(cluster.traces[s.trace].grid_series * s.scale, s.limit)
                  for s in cluster.services if s.node == n]
         if parts:
-            out[f"node/node-{n:03d}/cpu"] = pd.concat(parts, axis=1).sum(axis=1, min_count=1)
+            # only where every service has data: before a shorter trace begins, a partial sum would
+            # show the forecaster a level shift that never happened
+            total = pd.concat(parts, axis=1).sum(axis=1, min_count=len(parts))
+            out[f"node/node-{n:03d}/cpu"] = total.loc[total.first_valid_index():]
     return out
 
 
