@@ -317,3 +317,18 @@ def test_forecasts_see_only_the_past_and_are_cached(traces, tmp_path):
     assert cached.suffix == ".npz"
     again, _ = forecast_series(series, 2, model="seasonal_naive_daily", cache_dir=str(tmp_path))
     np.testing.assert_array_equal(again, base)
+
+
+def test_node_series_sum_the_services_where_all_have_data(traces):
+    from autoscaler.simulation.forecasts import node_series
+
+    c = build_cluster(traces, ClusterSettings(nodes=2), seed=4)
+    series = node_series(c)
+    assert list(series) == ["node/node-000/cpu", "node/node-001/cpu"]
+    for n, y in enumerate(series.values()):
+        mine = [s for s in c.services if s.node == n]
+        start = max(c.traces[s.trace].grid_series.index[0] for s in mine)
+        assert y.index[0] == start and y.notna().all()
+        at = y.index[len(y) // 2]
+        expected = sum(min(c.traces[s.trace].grid_series[at] * s.scale, s.limit) for s in mine)
+        assert y[at] == pytest.approx(expected)
