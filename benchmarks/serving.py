@@ -91,7 +91,7 @@ def decision_quality(quick: bool, vpa_grid: list[tuple[float, float]] | None = N
 
 
 # (quantile, margin) of the VPA target, besides the default of autoscaler/settings.py (listed first)
-GRID = [(0.9, 0.0), (0.5, 0.3), (0.5, 0.5), (0.9, 0.1), (0.95, 0.0), (0.95, 0.1)]
+GRID = [(0.9, 0.0), (0.5, 0.3), (0.5, 0.5), (0.9, 0.1), (0.95, 0.0), (0.95, 0.1), (0.99, 0.0)]
 
 
 def _mean(rows: dict[str, dict[str, Any]], policy: str, j: int) -> float:
