@@ -66,11 +66,13 @@ def test_policy_caps_and_the_stock_minimum():
 
 
 def test_nan_forecast_raises_instead_of_recommending():
-    cols = ramp()
-    cols[0.95] = cols[0.95].copy()
-    cols[0.95][3] = np.nan
-    with pytest.raises(NonFiniteForecast):
-        recommend_resource(forecast(cols), "cpu", 1, VpaSettings(), 12, 24)
+    for q in QS:  # whichever quantile the settings read
+        cols = ramp()
+        cols[q] = cols[q].copy()
+        cols[q][3] = np.nan
+        with pytest.raises(NonFiniteForecast):
+            recommend_resource(forecast(cols), "cpu", 1, VpaSettings(quantile=q, lower_quantile=q, upper_quantile=q),
+                               12, 24)
 
 
 def test_container_policy_exact_name_beats_wildcard():
