@@ -47,12 +47,13 @@ def run(quick: bool) -> str:
         f"No-colocation utilisation {_pct(c['no_colocation_utilisation'])}. Shortfall = share of node-minutes "
         f"where online demand was not fully served while batch held CPU. Run time {seconds:.0f} s "
         "(forecasts cached after the first run).\n",
-        "| policy | utilisation | shortfall | batch core-hours | evictions |",
-        "|---|---:|---:|---:|---:|",
+        "| policy | utilisation | shortfall | batch core-hours | evictions | held back (cores) |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for label, r in d["runs"].items():
         lines.append(f"| `{label}` | {_pct(r['utilisation'])} | {_pct(r['shortfall'], 4)} | "
-                     f"{r['batch_core_hours']:.0f} | {r['evictions']} |")
+                     f"{r['batch_core_hours']:.0f} | {r['evictions']} | {r['held_back_cores']:.2f} |")
+    lines.append("\nHeld back = allocatable - batch quota - online demand, mean cores per node-minute.\n")
     lines.append("")
     if "tidewise_default" in v:
         t = v["tidewise_default"]
@@ -64,6 +65,12 @@ def run(quick: bool) -> str:
                      f"`{v['tidewise_best']['label']}` {_pct(v['tidewise_best']['utilisation'])} vs best baseline "
                      f"`{v['best_baseline']['label']}` {_pct(v['best_baseline']['utilisation'])}: "
                      f"{100 * v['lead']:+.1f} points — **{'met' if v['meets_lead'] else 'missed'}**.")
+        tb, bb = d["runs"][v["tidewise_best"]["label"]], d["runs"][v["best_baseline"]["label"]]
+        lines.append(f"  The baseline leaves online {bb['held_back_cores']:.2f} cores beyond its demand, tidewise "
+                     f"{tb['held_back_cores']:.2f}: with the quota re-set every minute, a reactive rule only has "
+                     "to cover one minute's change in demand, a forecast-driven one the forecast's uncertainty; "
+                     "at 1-minute resolution the traces' node-level minute-to-minute changes are small enough that "
+                     f"the baseline stays within the budget ({_pct(bb['shortfall'], 4)}).")
     if d["tidewise_breakdown"]:
         b = d["tidewise_breakdown"].get("tidewise")
         if b:

@@ -48,6 +48,7 @@ class RunResult:
     batch_core_hours: float
     evictions: int
     online_unserved_core_hours: float  # online demand that batch delayed
+    held_back: float  # mean cores per node-minute kept from batch beyond online demand: allocatable - quota - demand
     util_by_minute: np.ndarray  # mean over nodes, per minute
     shortfall_by_node: np.ndarray  # share of minutes, per node
     batch_by_minute: np.ndarray  # mean batch cores per node, per minute
@@ -77,6 +78,7 @@ def simulate(cluster: Cluster, policy: Policy, seed: int, settings: EngineSettin
     batch_sum = np.zeros(T)
     short_count = np.zeros(n)
     unserved = 0.0
+    held = 0.0
     used_batch = 0.0
     lost = 0.0
     evictions = 0
@@ -113,6 +115,7 @@ def simulate(cluster: Cluster, policy: Policy, seed: int, settings: EngineSettin
         short_count += short
         unserved += float((demand - online)[short].sum())
         used_batch += float(b.sum())
+        held += float((cluster.allocatable - quota - demand).sum())
         util = (system + online + b) / cap
         util_sum[t] = util.mean()
         batch_sum[t] = b.mean()
@@ -155,6 +158,7 @@ def simulate(cluster: Cluster, policy: Policy, seed: int, settings: EngineSettin
         batch_core_hours=(used_batch - lost) / 60.0,
         evictions=evictions,
         online_unserved_core_hours=unserved / 60.0,
+        held_back=held / minutes,
         util_by_minute=util_sum,
         shortfall_by_node=short_count / T,
         batch_by_minute=batch_sum,

@@ -138,13 +138,15 @@ def render_report(study: Any) -> str:
     # table
     parts.append("<h2>Every policy and sweep setting</h2><table><tr><th>policy</th><th>utilisation</th>"
                  "<th>shortfall (node-minutes)</th><th>nodes with shortfall</th><th>online core-hours delayed</th>"
-                 "<th>batch core-hours</th><th>evictions</th></tr>")
+                 "<th>batch core-hours</th><th>evictions</th><th>cores held back beyond online demand</th></tr>")
     for label, r in d["runs"].items():
         parts.append(f"<tr><td class='k'>{e(label)}</td><td>{_pct(r['utilisation'])}</td>"
                      f"<td>{_pct(r['shortfall'], 4)}</td><td>{r['nodes_with_shortfall']}</td>"
                      f"<td>{r['online_unserved_core_hours']:.2f}</td><td>{r['batch_core_hours']:.0f}</td>"
-                     f"<td>{r['evictions']}</td></tr>")
-    parts.append("</table>")
+                     f"<td>{r['evictions']}</td><td>{r['held_back_cores']:.2f}</td></tr>")
+    parts.append("</table><p class='meta'>Cores held back = allocatable - batch quota - online demand, mean per "
+                 "node-minute: the room each policy leaves online work beyond what it asks for. At equal shortfall, "
+                 "less is better.</p>")
     parts.append(f"<h2>Utilisation over the day</h2><img src='data:image/png;base64,{plot_daily(study)}'>")
     parts.append(f"<h2>Shortfall versus utilisation</h2><img src='data:image/png;base64,"
                  f"{plot_frontier(study, v['shortfall_budget'])}'>")

@@ -198,6 +198,7 @@ def details_json(study: Study) -> dict:
             "cluster_settings": asdict(c.settings), "engine_settings": asdict(study.settings.engine),
         },
         "runs": {r.label: {**r.metrics(), "online_unserved_core_hours": r.online_unserved_core_hours,
+                           "held_back_cores": r.held_back,
                            "nodes_with_shortfall": int((r.shortfall_by_node > 0).sum())} for r in study.results},
         "verdict": study.verdict(),
         "forecast_coverage": study.coverage,

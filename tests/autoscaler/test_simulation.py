@@ -332,3 +332,10 @@ def test_node_series_sum_the_services_where_all_have_data(traces):
         at = y.index[len(y) // 2]
         expected = sum(min(c.traces[s.trace].grid_series[at] * s.scale, s.limit) for s in mine)
         assert y[at] == pytest.approx(expected)
+
+
+def test_held_back_is_what_the_quota_leaves_beyond_online_demand():
+    cluster = hand_cluster(np.full((2, 50), 6.0), system=1.0)
+    r = simulate(cluster, Fixed(10.0), seed=0)
+    # minute 0 runs on the initial quota of 0, the other 49 on 10 cores
+    assert r.held_back == pytest.approx((30 - 6) / 50 + (30 - 10 - 6) * 49 / 50)
