@@ -182,6 +182,12 @@ def run(quick: bool) -> str:
     parts = ["## Forecast accuracy (protocol tidal-24h, `dev` suite)\n",
              f"{res['series']} series, {res['origins']} origins. " + __doc__.split("\n\n", 2)[1] + "\n",
              accuracy_table(res), ""]
+    sc = run_scale(quick)
+    parts += ["## Forecast scale (synthetic fleet)\n",
+              "Synthetic tidal series from `predictor.sources.synthetic`; serving uses renamed, rescaled copies "
+              "of the trained series and a registry listing each copy with its original's choice. "
+              "`.venv/bin/python -m benchmarks.run --only forecast`.\n",
+              scale_table(sc), "", f"Models chosen at training: {sc['train_models']}.", ""]
     return "\n".join(parts)
 
 
@@ -194,3 +200,117 @@ if __name__ == "__main__":
     print(accuracy_table(res))
     for m, r in res["models"].items():
         print(m, json.dumps({k: round(v, 3) for k, v in sorted(r["per_series_rel95"].items())}))
+
+
+# ---- scale ---------------------------------------------------------------------------------------
+
+def _synthetic_history(n_series: int, days: float, seed: int = 11):
+    """n_series synthetic series (cpu and memory of n_series/2 workloads) ending at a midnight."""
+    from predictor.history import history_from_frame
+    from predictor.sources.synthetic import generate_cluster
+
+    cluster = generate_cluster(seed=seed, workloads=max(1, n_series // 2), namespaces=6, nodes=50, days=days,
+                               end="2024-09-02")
+    return history_from_frame(cluster.history(), pd.Timedelta("5min"), source="synthetic")
+
+
+def _replicate(history, copies: int):
+    """`copies` renamed copies of every series, each scaled and shifted by a seeded factor."""
+    from predictor.history import History
+
+    rng = np.random.default_rng(5)
+    out = {}
+    for c in range(copies):
+        for k, y in history.series.items():
+            ns, rest = k.split("/", 1)
+            out[f"{ns}-{c}/{rest}"] = y * float(rng.uniform(0.5, 2.0))
+    return History(out, history.step)
+
+
+def run_scale(quick: bool) -> dict:
+    import shutil
+    import tempfile
+
+    from predictor.forecasting import ForecastRequest
+    from predictor.registry import forecast_with_registry, load_version, write_version
+    from training.pipeline import TrainSettings, train
+
+    n_train, n_serve = (100, 1000) if quick else (1000, 10000)
+    res: dict = {"n_train": n_train, "n_serve": n_serve}
+    work = tempfile.mkdtemp(prefix="tidewise-scale-")
+    try:
+        t = time.perf_counter()
+        hist = _synthetic_history(n_train, 28)
+        res["generate_s"] = time.perf_counter() - t
+        res["points"] = int(sum(len(y) for y in hist.series.values()))
+
+        def do_train():
+            t0 = time.perf_counter()
+            r = train(hist, os.path.join(work, "reg"), TrainSettings(jobs=2))
+            return time.perf_counter() - t0, r.models, len(r.refitted)
+
+        (secs, models, refitted), rss = _in_child(do_train)
+        res.update(train_s=secs, train_peak_mib=rss, train_models=models, refitted=refitted)
+
+        def do_incremental():
+            t0 = time.perf_counter()
+            r = train(hist, os.path.join(work, "reg"), TrainSettings(jobs=2))
+            return time.perf_counter() - t0, len(r.refitted), len(r.carried)
+
+        (secs, refit2, carried2), rss = _in_child(do_incremental)
+        res.update(incremental_s=secs, incremental_refitted=refit2, incremental_carried=carried2)
+
+        # serving: n_serve series = copies of the trained ones under other namespaces, with a
+        # registry that lists each copy with its original's choice (the serving cost is measured)
+        copies = max(1, n_serve // len(hist.series))
+        recent = hist.window(hist.end - pd.Timedelta("8d"), None)
+        big = _replicate(recent, copies)
+        reg = load_version(os.path.join(work, "reg"))
+        entries = {}
+        for k in big.series:
+            ns, rest = k.split("/", 1)
+            entries[k] = reg.series[ns.rsplit("-", 1)[0] + "/" + rest]
+        serve_dir = os.path.join(work, "serve")
+        write_version(serve_dir, quantiles=reg.quantiles, series=entries, data_window=(str(recent.end), str(recent.end)),
+                      step_seconds=300, global_model=reg.global_model)
+        del reg
+
+        def do_serve():
+            t0 = time.perf_counter()
+            fcs = forecast_with_registry(serve_dir, big, ForecastRequest(pd.Timedelta("1d"), pd.Timedelta("5min")))
+            return time.perf_counter() - t0, len(fcs), bool(all(np.isfinite(f.values).all() for f in fcs))
+
+        (secs, n, ok), rss = _in_child(do_serve)
+        res.update(serve_s=secs, served=n, serve_ok=ok, serve_peak_mib=rss, serve_series=len(big.series))
+
+        # the same through the command line, file in and file out
+        inp, out = os.path.join(work, "recent.parquet"), os.path.join(work, "forecast.csv")
+        big.to_long().to_parquet(inp, index=False)
+        del big
+        import subprocess
+
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        t0 = time.perf_counter()
+        exe = os.path.join(os.path.dirname(sys.executable), "tidewise")
+        r = subprocess.run([exe, "forecast", "--input", inp, "--output", out, "--registry", serve_dir],
+                           capture_output=True, text=True)
+        res["cli_s"] = time.perf_counter() - t0
+        res["cli_ok"] = r.returncode == 0
+        res["cli_peak_mib"] = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+        if r.returncode != 0:
+            res["cli_error"] = r.stderr[-500:]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return res
+
+
+def scale_table(s: dict) -> str:
+    lines = [
+        "| step | series | seconds | peak MiB | target |",
+        "|---|---|---|---|---|",
+        f"| train: backtest + selection + fit (first run, `--jobs 2`) | {s['n_train']} x 28 d @ 5 min | {s['train_s']:.0f} | {s['train_peak_mib']:.0f} (main process) | 1,000 series <= 600 s, <= 4 GiB |",
+        f"| train again, nothing changed (incremental: {s['incremental_refitted']} refitted, {s['incremental_carried']} carried) | {s['n_train']} | {s['incremental_s']:.0f} | – | – |",
+        f"| forecast with the registry, in-process (`forecast_with_registry`) | {s['serve_series']} (8 d of history each) | {s['serve_s']:.1f} | {s['serve_peak_mib']:.0f} | 10,000 series <= 60 s |",
+        f"| `tidewise forecast --registry` end to end (Parquet in, CSV out) | {s['serve_series']} | {s['cli_s']:.1f} | {s['cli_peak_mib']:.0f} | – |",
+    ]
+    return "\n".join(lines)

@@ -13,6 +13,7 @@ import sys
 import time
 
 SECTIONS = [
+    "forecast",
     "enforcer",
     "colocation",
     "serving",

@@ -86,13 +86,12 @@ def _recent_error(y: pd.Series, entry: dict[str, Any], since: pd.Timestamp, step
     if len(past) < 2:
         return None
     h = len(new)
+    from predictor.forecasting import _predict_named
+
+    req = ForecastRequest(horizon=h * step, step=step, quantiles=quantiles, origin=since)
     try:
-        if entry["model"] == GLOBAL:
-            if gm is None:
-                return None
-            f = gm.predict_series(past, h, quantiles, origin=since)
-        else:
-            f = make_model(entry["model"], quantiles).forecast(past, h, quantiles)
+        members = entry.get("members") or [entry["model"]]
+        f = np.mean([_predict_named(m, past, req, since, gm) for m in members], axis=0)
         f = apply_shifts(f, np.asarray(entry.get("shifts") or np.zeros(len(quantiles))), quantiles)
     except (ValueError, RuntimeError, np.linalg.LinAlgError):
         return None
