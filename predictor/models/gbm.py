@@ -98,7 +98,7 @@ class GlobalGBM(Forecaster):
         # the trees never split on it, and HistGradientBoosting cannot bin an all-NaN column
         empty = ~np.isfinite(x).any(axis=0)
         x[:, empty] = 0.0
-        self.models_ = []
+        self.models_: list = []
         with _threads(self.n_threads):
             self._fit_models(qs, x, t)
         self.fitted_quantiles_ = tuple(float(q) for q in qs)
@@ -196,7 +196,7 @@ class GlobalGBM(Forecaster):
         self.history_ = y.iloc[-int(round(pd.Timedelta(self.max_past) / self.step_)):].copy()
 
     def _predict(self, horizon: int, quantiles: np.ndarray) -> np.ndarray:
-        return self.predict_series(self.history_, horizon, quantiles)
+        return self.predict_series(self.history_, horizon, [float(q) for q in quantiles])
 
 
 class GBM(GlobalGBM):
