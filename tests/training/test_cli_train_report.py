@@ -144,3 +144,27 @@ def test_report_renders_in_headless_chromium(trained, tmp_path, capsys):
     r, g, b = img[..., 0], img[..., 1], img[..., 2]
     blue = (b > r + 0.15) & (b > g + 0.05)
     assert blue.sum() > 300
+
+
+def test_train_prometheus_source_calls_the_prometheus_source(monkeypatch, tmp_path, capsys):
+    """--source prometheus goes through predictor.sources.prometheus.PrometheusSource.fetch with the
+    --last window (the real server is exercised by tests/integration)."""
+    import predictor.sources.prometheus as prom
+
+    calls = []
+
+    class FakeSource:
+        def __init__(self, settings, *a, **kw):
+            self.settings = settings
+
+        def fetch(self, start, end, step):
+            calls.append((start, end, step, self.settings.url))
+            return small_history(workloads=1, days=5)
+
+    monkeypatch.setattr(prom, "PrometheusSource", FakeSource)
+    reg = str(tmp_path / "m")
+    assert main(["train", "--source", "prometheus", "--prometheus-url", "http://prom.example:9090", "--last", "5d",
+                 "--registry", reg, "--folds", "1"]) == 0
+    (start, end, step, url), = calls
+    assert url == "http://prom.example:9090" and end - start == pd.Timedelta("5d") and step == pd.Timedelta("5min")
+    assert os.path.islink(os.path.join(reg, "latest"))
