@@ -87,5 +87,33 @@ def run(quick: bool) -> str:
         worst = sorted(cov, key=lambda r: -r.get("exceed_q0.95", 0))[:5]
         lines.append("- Forecast q0.95 exceeded most often (share of 1-minute demand above it): " + ", ".join(
             f"`{r['series']}` {_pct(r['exceed_q0.95'])} ({r.get('model', '')})" for r in worst) + ".")
-    lines.append("")
+    lines += ["", *_other_seeds(s, (1, 2) if not quick else ()), ""]
     return "\n".join(lines)
+
+
+def _other_seeds(base, seeds) -> list[str]:
+    """The same study on other clusters and batch queues: does the verdict depend on one draw?"""
+    from dataclasses import replace
+
+    from autoscaler.simulation.runner import run_study
+
+    if not seeds:
+        return []
+    out = [f"Other seeds (other services, placements and batch queues; `--seed N`), best setting of each "
+           f"policy within the 0.1% shortfall budget:\n",
+           "| seed | no colocation | tidewise default | best tidewise | best katalyst | best koordinator | lead |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
+    for seed in seeds:
+        st = run_study(replace(base, seed=seed))
+        by = {r.label: r for r in st.results}
+
+        def best(fam: str) -> str:
+            ok = [r for r in st.results if r.label.split("@")[0] == fam and r.shortfall <= 0.001]
+            r = max(ok, key=lambda r: r.utilisation) if ok else None
+            return f"{_pct(r.utilisation)} (`{r.label}`)" if r else "—"
+
+        v = st.verdict()
+        out.append(f"| {seed} | {_pct(by['none'].utilisation)} | {_pct(by['tidewise'].utilisation)} at "
+                   f"{_pct(by['tidewise'].shortfall, 4)} | {best('tidewise')} | {best('katalyst')} | "
+                   f"{best('koordinator')} | {100 * v.get('lead', float('nan')):+.1f} |")
+    return out
