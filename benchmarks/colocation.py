@@ -71,6 +71,20 @@ def run(quick: bool) -> str:
                      "to cover one minute's change in demand, a forecast-driven one the forecast's uncertainty; "
                      "at 1-minute resolution the traces' node-level minute-to-minute changes are small enough that "
                      f"the baseline stays within the budget ({_pct(bb['shortfall'], 4)}).")
+    if v.get("equal_risk"):
+        lines += ["", "At equal risk — each tidewise setting within the budget against the best katalyst or "
+                  "koordinator setting whose shortfall is no higher:", "",
+                  "| tidewise setting | utilisation | shortfall | best baseline at no more shortfall | utilisation "
+                  "| shortfall | lead |", "|---|---:|---:|---|---:|---:|---:|"]
+        for row in v["equal_risk"]:
+            if row["baseline"] is None:
+                lines.append(f"| `{row['tidewise']}` | {_pct(row['utilisation'])} | {_pct(row['shortfall'], 4)} "
+                             "| none this safe | | | |")
+            else:
+                lines.append(f"| `{row['tidewise']}` | {_pct(row['utilisation'])} | {_pct(row['shortfall'], 4)} | "
+                             f"`{row['baseline']}` | {_pct(row['baseline_utilisation'])} | "
+                             f"{_pct(row['baseline_shortfall'], 4)} | {100 * row['lead']:+.1f} |")
+        lines.append("")
     if d["tidewise_breakdown"]:
         b = d["tidewise_breakdown"].get("tidewise")
         if b:

@@ -135,6 +135,22 @@ def render_report(study: Any) -> str:
                      f"{_pct(v['best_baseline']['utilisation'])}): lead {100 * v['lead']:+.1f} points — target "
                      f"&ge; +{100 * v['lead_target']:.0f}: {'met' if ok else 'missed'}</li>")
     parts.append("</ul>")
+    if v.get("equal_risk"):
+        parts.append("<p>At equal risk: each tidewise setting within the budget against the best katalyst or "
+                     "koordinator setting whose shortfall is no higher.</p><table><tr><th>tidewise setting</th>"
+                     "<th>utilisation</th><th>shortfall</th><th>best baseline at no more shortfall</th>"
+                     "<th>utilisation</th><th>shortfall</th><th>lead (points)</th></tr>")
+        for row in v["equal_risk"]:
+            if row["baseline"] is None:
+                parts.append(f"<tr><td class='k'>{e(row['tidewise'])}</td><td>{_pct(row['utilisation'])}</td>"
+                             f"<td>{_pct(row['shortfall'], 4)}</td><td colspan=4>no baseline setting this safe</td></tr>")
+                continue
+            cls = "good" if row["lead"] >= v["lead_target"] else ("bad" if row["lead"] < 0 else "")
+            parts.append(f"<tr><td class='k'>{e(row['tidewise'])}</td><td>{_pct(row['utilisation'])}</td>"
+                         f"<td>{_pct(row['shortfall'], 4)}</td><td class='k'>{e(row['baseline'])}</td>"
+                         f"<td>{_pct(row['baseline_utilisation'])}</td><td>{_pct(row['baseline_shortfall'], 4)}</td>"
+                         f"<td class='{cls}'>{100 * row['lead']:+.1f}</td></tr>")
+        parts.append("</table>")
     # table
     parts.append("<h2>Every policy and sweep setting</h2><table><tr><th>policy</th><th>utilisation</th>"
                  "<th>shortfall (node-minutes)</th><th>nodes with shortfall</th><th>online core-hours delayed</th>"

@@ -86,6 +86,20 @@ class Study:
         if tw_best is not None and base is not None:
             out["lead"] = tw_best.utilisation - base.utilisation
             out["meets_lead"] = bool(out["lead"] >= LEAD_TARGET)
+        # equal risk: each tidewise setting within the budget against the best baseline setting whose
+        # shortfall is no higher than its own
+        rows = []
+        for r in sorted((r for r in self.results if r.label.split("@")[0] == "tidewise"
+                         and r.shortfall <= SHORTFALL_TARGET), key=lambda r: r.shortfall):
+            peers = [b for b in self.results if b.label.split("@")[0] in ("katalyst", "koordinator")
+                     and b.shortfall <= r.shortfall]
+            peer = max(peers, key=lambda b: b.utilisation) if peers else None
+            rows.append({"tidewise": r.label, "utilisation": r.utilisation, "shortfall": r.shortfall,
+                         "baseline": peer.label if peer else None,
+                         "baseline_utilisation": peer.utilisation if peer else None,
+                         "baseline_shortfall": peer.shortfall if peer else None,
+                         "lead": r.utilisation - peer.utilisation if peer else None})
+        out["equal_risk"] = rows
         return out
 
 
