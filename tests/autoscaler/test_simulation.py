@@ -339,3 +339,23 @@ def test_held_back_is_what_the_quota_leaves_beyond_online_demand():
     r = simulate(cluster, Fixed(10.0), seed=0)
     # minute 0 runs on the initial quota of 0, the other 49 on 10 cores
     assert r.held_back == pytest.approx((30 - 6) / 50 + (30 - 10 - 6) * 49 / 50)
+
+
+def test_verdict_at_the_budget_and_at_equal_risk():
+    from autoscaler.simulation.engine import RunResult
+    from autoscaler.simulation.runner import Study
+
+    def run(label, util, short):
+        z = np.zeros(1)
+        return RunResult(label, util, short, 1.0, 0, 0.0, 0.0, z, z, z)
+
+    study = Study(None, None, [run("none", 0.2, 0.0), run("tidewise", 0.70, 0.00003),
+                               run("tidewise@margin=0", 0.75, 0.002), run("katalyst", 0.80, 0.0005),
+                               run("katalyst@reserve=8", 0.68, 0.00002), run("koordinator", 0.6, 0.0)], None, [], {})
+    v = study.verdict()
+    assert v["default_meets_utilisation"] is True
+    assert v["tidewise_best"]["label"] == "tidewise"  # margin=0 is over the 0.1% budget
+    assert v["best_baseline"]["label"] == "katalyst" and v["lead"] == pytest.approx(-0.10)
+    assert v["meets_lead"] is False
+    (row,) = v["equal_risk"]
+    assert row["baseline"] == "katalyst@reserve=8" and row["lead"] == pytest.approx(0.02)
