@@ -8,7 +8,8 @@ shape's forecast times its scale, capped at its limit, and a node's is the sum o
 (the serving loop's "sum of the online pods' forecast quantiles").
 
 The cost is one `forecast_history` call per simulated day, independent of the cluster size; the
-result can be cached in a `.npz` file keyed by everything it depends on.
+result can be cached in a `.npz` file keyed by everything it depends on (the series, the days,
+model and quantiles, and the source of the forecasting code).
 """
 from __future__ import annotations
 
@@ -32,8 +33,24 @@ HORIZON = pd.Timedelta("25h")  # one day plus the longest reclaim window swept
 PER_STEP = int(FORECAST_STEP / pd.Timedelta("1min"))
 
 
+def _predictor_source_digest() -> str:
+    """A digest of the forecasting code (every predictor/*.py): a cache made by other code is stale."""
+    import predictor
+
+    root = os.path.dirname(os.path.abspath(predictor.__file__))
+    h = hashlib.sha256()
+    for folder, dirs, files in sorted(os.walk(root)):
+        dirs.sort()
+        for f in sorted(files):
+            if f.endswith(".py"):
+                with open(os.path.join(folder, f), "rb") as fh:
+                    h.update(f.encode() + fh.read())
+    return h.hexdigest()
+
+
 def cache_key(series: dict[str, pd.Series], days: int, model: str, quantiles: Sequence[float]) -> str:
     h = hashlib.sha256()
+    h.update(_predictor_source_digest().encode())
     h.update(json.dumps({"days": days, "model": model, "q": list(quantiles), "horizon": str(HORIZON),
                          "step": str(FORECAST_STEP)}).encode())
     for name, y in series.items():
