@@ -85,6 +85,7 @@ class LoopSettings:
     # None: no limit (`--once` runs and small clusters). ~2000 keeps a 2-core run near 5 s.
     forecast_budget: int | None = None
     backoff_max: str = "10m"  # after source failures the interval doubles up to this
+    write_concurrency: int = 8  # writes in flight at once (API round trips, files); 1 writes in order
     apply: bool = False  # dry-run by default; True writes to the cluster
     lease_name: str = "tidewise-serve"
     lease_namespace: str = "tidewise"

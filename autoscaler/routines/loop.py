@@ -15,6 +15,7 @@ import logging
 import math
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -660,17 +661,28 @@ class ServingLoop:
         if rep.outcome == KILLED:
             return "kill switch: nothing written"
         now: pd.Timestamp = ctx["now"]
-        for c in rep.changes:
+        vpa_by_key = {d.key: d for d in rep.vpa}
+
+        def write(c: Change) -> WriteResult:
             try:
-                res = self.sink.write(c)
+                return self.sink.write(c)
             except Exception as exc:  # noqa: BLE001 - sinks should not raise; one object never stops the run
-                res = WriteResult(c.key, "failed", f"{type(exc).__name__}: {exc}")
+                return WriteResult(c.key, "failed", f"{type(exc).__name__}: {exc}")
+
+        workers = max(1, self.settings.loop.write_concurrency)
+        if workers > 1 and len(rep.changes) > 1:
+            # writes are independent and I/O-bound (API round trips, files): a few in flight at once
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tidewise-write") as pool:
+                results = list(pool.map(write, rep.changes))
+        else:
+            results = [write(c) for c in rep.changes]
+        for c, res in zip(rep.changes, results):
             rep.results.append(res)
             if res.outcome in (WRITTEN, DRY_RUN):
                 self.cooldown.record(c.key, now)
                 self.last_written[c.key] = _fingerprint(c)
                 if c.kind == "VerticalPodAutoscaler":
-                    d = next(d for d in rep.vpa if d.key == c.key)
+                    d = vpa_by_key[c.key]
                     self.vpa_written[c.key] = {(cr.container, r): v.target for cr in d.containers
                                                for r, v in cr.resources.items()}
         self.sink.close()
