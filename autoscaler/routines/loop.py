@@ -529,7 +529,14 @@ class ServingLoop:
                 return 1.0
             a = max(0, done - k)
             y = hist.series[sid]
-            observed.append(y.reindex(fc.index[a:done]).to_numpy())
+            # the same regular grid: the observations at the forecast's steps a..done, by position
+            yi, first = y.index.asi8, int(fc.index.asi8[a])
+            pos = int(np.searchsorted(yi, first))
+            seen = np.full(done - a, np.nan)
+            if pos < len(yi) and yi[pos] == first:
+                got = y.to_numpy()[pos: pos + done - a]
+                seen[: len(got)] = got
+            observed.append(seen)
             expected.append(quantile_column(fc, 0.5)[a:done])
         return level_ratio(np.sum(observed, axis=0), np.sum(expected, axis=0))
 

@@ -445,3 +445,16 @@ def test_vpa_targets_inside_the_dead_band_are_not_rewritten(objects, history):
         for (c, r), t in targets.items()]
     third = loop_for(objects, history, settings=s).run_once()
     assert d.key in {c.key for c in third.changes}
+
+
+def test_hpa_level_ratio_compares_new_observations_with_the_cached_forecast(objects, history):
+    loop = loop_for(objects, history)
+    loop.run_once()
+    sid = next(k for k in history.series if k.endswith("/cpu"))
+    fc = loop.cache[sid]
+    y = history.series[sid]
+    steps = fc.index[:3]  # the three steps after the forecast was made, now observed 30% higher
+    history.series[sid] = pd.concat([y, pd.Series(1.3 * fc.quantile(0.5)[:3], index=steps)])
+    ctx = {"history": history, "origin": steps[-1] + history.step}
+    assert loop._level_ratio([sid], ctx) == pytest.approx(1.3)
+    assert loop._level_ratio([sid], {"history": history, "origin": fc.index[0]}) == 1.0  # nothing seen yet
