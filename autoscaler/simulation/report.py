@@ -2,7 +2,7 @@
 
 Sections: the verdict against issue 6's targets, the table of every policy and sweep setting,
 utilisation over the day per policy, the shortfall-versus-utilisation frontier per policy, where
-tidewise's held-back CPU goes, and per trace how often the forecast quantiles were exceeded.
+tidewise's held-back CPU goes, and per node how often the forecast quantiles were exceeded.
 """
 from __future__ import annotations
 
