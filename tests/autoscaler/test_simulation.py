@@ -359,3 +359,15 @@ def test_verdict_at_the_budget_and_at_equal_risk():
     assert v["meets_lead"] is False
     (row,) = v["equal_risk"]
     assert row["baseline"] == "katalyst@reserve=8" and row["lead"] == pytest.approx(0.02)
+
+
+def test_study_at_service_level_forecasts_every_trace():
+    from autoscaler.simulation.runner import StudySettings, run_study
+
+    s = StudySettings(traces=SHARED_DATA, nodes=2, days=1, policy="tidewise", sweeps=False,
+                      forecast_model="seasonal_naive_daily", forecast_level="service", trace_names=TRACES)
+    study = run_study(s)
+    assert [r.label for r in study.results] == ["tidewise"]
+    assert sorted(row["series"] for row in study.coverage) == sorted(TRACES)
+    assert study.forecasts is not None and study.forecasts.at(0.95).shape == (2, 1440)
+    assert 0.2 < study.results[0].utilisation <= 1.0

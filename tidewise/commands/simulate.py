@@ -33,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--days", type=int, default=7, help="simulated days: each trace's last whole days (default 7)")
     c.add_argument("--forecast-model", default="auto",
                    help="forecasting model for tidewise: auto (chosen per series, default) or one model name")
+    c.add_argument("--forecast-level", default="node", choices=["node", "service"],
+                   help="tidewise forecasts each node's online demand (node, default) or every trace, summing "
+                        "its services' quantiles per node as the serving loop sums pods' (service)")
     c.add_argument("--no-sweeps", action="store_true", help="run each policy's default setting only")
     c.add_argument("--no-cache", action="store_true",
                    help="do not read or write DIR/forecast-cache (daily forecasts, keyed by traces and model)")
@@ -51,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--traces {args.traces}: no such directory (the real traces live in ../shared/data)")
     s = StudySettings(traces=args.traces, nodes=args.nodes, days=args.days, seed=args.seed, policy=args.policy,
                       sweeps=not args.no_sweeps, forecast_model=args.forecast_model,
+                      forecast_level=args.forecast_level,
                       cache_dir=None if args.no_cache else os.path.join(args.out, "forecast-cache"))
     study = run_study(s, progress=progress)
     paths = write_outputs(study, args.out)
