@@ -171,3 +171,38 @@ def test_serve_loop_exposes_health_readiness_and_metrics_then_stops_on_sigterm(d
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert (tmp_path / "recs" / "decisions.json").exists()
+
+
+def _kubeconfig(path, url):
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": url}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}))
+    return str(path)
+
+
+def test_serve_once_against_the_api_is_dry_run_unless_apply(demo_dir, tmp_path):
+    from tests.autoscaler.fake_apiserver import FakeApiServer
+
+    d, c, _ = demo_dir
+    with open(d / "cluster-state.yaml") as fh:
+        objects = yaml.safe_load(fh)["items"]
+    fake = FakeApiServer(objects).start()
+    try:
+        kc = _kubeconfig(tmp_path / "kubeconfig", fake.url)
+        common = ["serve", "--once", "--kubeconfig", kc, "--source", "file", "--input", str(d / "history.parquet"),
+                  "--model", "seasonal_naive_daily"]
+        dry = run_cli(*common)
+        assert dry.returncode == 0, dry.stderr
+        assert "dry-run" in dry.stderr and fake.writes() == []  # read the cluster, wrote nothing
+        applied = run_cli(*common, "--apply")
+        assert applied.returncode == 0, applied.stderr
+        patched = {r.path for r in fake.writes("PATCH")}
+        assert any("verticalpodautoscalers" in p and p.endswith("/status") for p in patched)
+        assert any(p.startswith("/api/v1/nodes/") for p in patched)
+        for o in fake.objects.values():
+            if o["kind"] in ("VerticalPodAutoscaler", "HorizontalPodAutoscaler", "Node"):
+                validate_object(o)
+    finally:
+        fake.stop()
