@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from autoscaler.logic.hpa import Stabilizer, level_ratio, predictive_min_replicas, simulate_reactive_hpa
-from autoscaler.logic.vpa import vpa_default_request, window_max
-from autoscaler.settings import HpaSettings, VpaSettings
+from autoscaler.logic.vpa import limit_change, recommend_resource, vpa_default_request
+from autoscaler.settings import GuardrailSettings, HpaSettings, VpaSettings
 from predictor.forecasting import ForecastRequest, forecast_history
 from predictor.history import History
 from predictor.types import Forecast
@@ -34,6 +34,7 @@ class DailyChoiceForecaster:
     key: str = "series"
     lookback: pd.Timedelta = pd.Timedelta("21D")  # history handed to the models (3 weeks: weekly naive)
     choose: Callable[[History, ForecastRequest], list[Forecast]] = forecast_history
+    model: str = "auto"  # or one model name, refitted at every call (cheap models only)
     day_model: dict[pd.Timestamp, tuple[str, Forecast]] = field(default_factory=dict)
 
     def _history(self, y: pd.Series, origin: pd.Timestamp) -> History:
@@ -49,6 +50,8 @@ class DailyChoiceForecaster:
         return memo[(origin, horizon)]
 
     def _forecast(self, y: pd.Series, origin: pd.Timestamp, horizon: pd.Timedelta) -> Forecast:
+        if self.model != "auto":
+            return forecast_history(self._history(y, origin), ForecastRequest(horizon, STEP, QUANTILES, self.model, origin))[0]
         day = origin.floor("D")
         if day not in self.day_model:
             req = ForecastRequest(pd.Timedelta("1D") + horizon, STEP, QUANTILES, "auto", day)
@@ -64,17 +67,41 @@ class DailyChoiceForecaster:
                         day_fc.values[start: start + n], day_fc.model, day_fc.version)
 
 
-def replay_vpa(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, settings: VpaSettings,
-               forecaster: DailyChoiceForecaster | None = None, every: pd.Timedelta = pd.Timedelta("1h")) -> pd.Series:
-    """The request in force at each step of [start, end): recomputed every `every` as the highest
-    forecast q(settings.quantile) over the next `every`, times 1 + margin (one replica, raw units)."""
+def replay_vpa_decisions(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, settings: VpaSettings,
+                         forecaster: DailyChoiceForecaster | None = None, every: pd.Timedelta = pd.Timedelta("1h"),
+                         guard: GuardrailSettings | None = None, resource: str = "cpu") -> pd.DataFrame:
+    """One decision every `every` in [start, end), each from the samples before it: the serving
+    loop's VPA logic (`recommend_resource`: forecast q over the next `every` + margin, bounds from
+    the band, floors, memory never below the last day's peak) and its change guardrail.
+    Columns timestamp, target, lower_bound, upper_bound, reason — in the series' own units
+    (cores for cpu, bytes for memory)."""
     forecaster = forecaster or DailyChoiceForecaster()
+    guard = guard or GuardrailSettings()
     steps = int(every / STEP)
-    out = {}
+    bound = pd.Timedelta(settings.bound_window)
+    unit = 1000.0 if resource == "cpu" else 1.0
+    rows = []
+    previous: int | None = None
     for t in pd.date_range(start, end, freq=every, inclusive="left"):
-        fc = forecaster.forecast(y, t, every)
-        out[t] = window_max(fc, settings.quantile, steps) * (1 + settings.margin)
-    return pd.Series(out).reindex(y[start:end].index, method="ffill")
+        fc = forecaster.forecast(y, t, max(every, bound))
+        peak = None
+        if resource == "memory":
+            past = y[(y.index < t) & (y.index >= t - pd.Timedelta(settings.memory_peak_window))]
+            peak = float(past.max()) if past.notna().any() else None
+        rec = recommend_resource(fc, resource, 1, settings, steps, int(bound / STEP), memory_peak=peak)
+        target, why = limit_change(previous, rec.target, guard.max_decrease_ratio, guard.max_increase_ratio, rec.floor)
+        previous = target
+        reason = rec.reason.summary() + (f"; {why}" if why else "")
+        rows.append((t, target / unit, min(rec.lower, target) / unit, max(rec.upper, target) / unit, reason))
+    return pd.DataFrame(rows, columns=["timestamp", "target", "lower_bound", "upper_bound", "reason"])
+
+
+def replay_vpa(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, settings: VpaSettings,
+               forecaster: DailyChoiceForecaster | None = None, every: pd.Timedelta = pd.Timedelta("1h"),
+               guard: GuardrailSettings | None = None, resource: str = "cpu") -> pd.Series:
+    """The request in force at each step of [start, end) (see `replay_vpa_decisions`)."""
+    d = replay_vpa_decisions(y, start, end, settings, forecaster, every, guard, resource)
+    return d.set_index("timestamp")["target"].reindex(y[start:end].index, method="ffill")
 
 
 def replay_vpa_default(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp,
@@ -99,9 +126,11 @@ def vpa_scores(usage: pd.Series, request: pd.Series) -> tuple[float, float]:
 
 def replay_hpa(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, per: float, settings: HpaSettings,
                target_utilization: float = 0.7, forecaster: DailyChoiceForecaster | None = None,
-               every: pd.Timedelta = pd.Timedelta("1h")) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+               every: pd.Timedelta = pd.Timedelta("1h"), tolerance: float = 0.1,
+               stabilization_minutes: int = 5) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Predictive floor every 5 minutes from forecasts refreshed every hour, the HPA's own rule above
-    it. Returns (demand per minute, floor per minute, serving replicas per minute, r0)."""
+    it (`simulate_reactive_hpa` with `tolerance` and `stabilization_minutes`; start-up = the
+    settings' `startup`). Returns (demand per minute, floor per minute, serving replicas per minute, r0)."""
     forecaster = forecaster or DailyChoiceForecaster()
     lead = pd.Timedelta(settings.startup)
     look = pd.Timedelta("5min")
@@ -128,5 +157,6 @@ def replay_hpa(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, per: float,
             floor[sel] = n
     r0 = max(1, int(np.ceil(y[y.index < start].iloc[-12:].mean() / (per * target_utilization))))
     serving = simulate_reactive_hpa(d1.to_numpy(), per, r0, target_utilization=target_utilization,
-                                    startup_minutes=int(lead / pd.Timedelta("1min")), min_replicas=floor)
+                                    tolerance=tolerance, stabilization_minutes=stabilization_minutes,
+                                    startup_minutes=int(np.ceil(lead / pd.Timedelta("1min"))), min_replicas=floor)
     return d1.to_numpy(), floor, serving, r0

@@ -39,28 +39,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     h.add_argument("--startup", default="2m", help="pod start-up time (default 2m)")
     h.add_argument("--tolerance", type=float, default=0.1, help="HPA tolerance (default 0.1)")
     h.add_argument("--stabilization", default="5m", help="HPA scale-down stabilisation window (default 5m)")
-    h.add_argument("--quantile", type=float, help="forecast quantile the floor carries (default: serve settings, 0.9)")
+    h.add_argument("--quantile", type=float, help="forecast quantile the floor carries (default: the serve settings' hpa.quantile)")
     for sp in (v, h):
         sp.add_argument("--input", required=True, metavar="FILE", help="long CSV/Parquet history")
         sp.add_argument("--output", required=True, metavar="FILE", help="decisions CSV to write (atomically)")
         sp.add_argument("--report", metavar="FILE.html", help="also write a self-contained HTML report")
-        sp.add_argument("--model", default="auto", help="forecaster refitted each midnight: auto (default) or one model name")
+        sp.add_argument("--model", default="auto", help="auto (default: model chosen per series each UTC midnight) or one cheap model name")
         sp.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from autoscaler.replay.forecasts import daily_forecasts, origins_for
+    from autoscaler.logic.replay import DailyChoiceForecaster, replay_hpa, replay_vpa_decisions, replay_vpa_default
+    from autoscaler.logic.hpa import simulate_reactive_hpa
     from autoscaler.replay.inputs import load_replay_input
     from autoscaler.settings import HpaSettings, VpaSettings
     from predictor.durations import parse_duration
     from predictor.errors import InputError
     from predictor.history import write_long
+    from predictor.models import MODELS
     from tidewise.progress import progress
 
     step = pd.Timedelta("5m")
     hpa_kind = args.kind == "hpa"
+    if args.model != "auto" and args.model not in MODELS:
+        raise InputError(f"--model {args.model!r}: use auto or one of {sorted(MODELS)}")
     if hpa_kind:
         if not 0 < args.target_utilization <= 1:
             raise InputError(f"--target-utilization {args.target_utilization}: use a number in (0, 1]")
@@ -68,74 +72,78 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--tolerance {args.tolerance}: must be >= 0")
         startup = parse_duration(args.startup, what="--startup")
         stabilization = parse_duration(args.stabilization, what="--stabilization")
+        settings = HpaSettings(startup=f"{int(startup.total_seconds())}s")
+        if args.quantile is not None:
+            if not 0 < args.quantile < 1:
+                raise InputError(f"--quantile {args.quantile}: use a number in (0, 1)")
+            settings.quantile = args.quantile
     else:
         every = parse_duration(args.every, what="--every")
-    from predictor.models import MODELS
-
-    if args.model != "auto" and args.model not in MODELS:
-        raise InputError(f"--model {args.model!r}: use auto or one of {sorted(MODELS)}")
+        if every < step:
+            raise InputError(f"--every {args.every}: at least {step} (the history step)")
     data = load_replay_input(args.input, step, need_per_replica=hpa_kind)
-    hpa_settings = HpaSettings(startup=args.startup) if hpa_kind else None
-    if hpa_kind and args.quantile is not None:
-        if not 0 < args.quantile < 1:
-            raise InputError(f"--quantile {args.quantile}: use a number in (0, 1)")
-        hpa_settings.quantile = args.quantile
-    quantiles = tuple(sorted({0.5, 0.9, 0.95, 0.99} | ({hpa_settings.quantile} if hpa_kind else set())))
-    n_origins = len({o for k in data.history.series for o in origins_for(data.start[k], data.end[k])})
-    with progress("fitting daily forecasts", n_origins) as advance:
-        forecasts = daily_forecasts(data.history, data.start, data.end, quantiles, model=args.model, progress=advance)
+    result: dict[str, dict] = {}
+    parts = []
     with progress(f"replaying {args.kind}", len(data.history.series)) as advance:
-        if hpa_kind:
-            from autoscaler.replay.hpa import HpaRules, replay_hpa
-
-            rules = HpaRules(args.target_utilization, args.tolerance, stabilization, startup)
-            result = replay_hpa(data.history.series, data.start, data.per_replica, forecasts, rules, hpa_settings, advance)
-            out = result.replicas
-        else:
-            from autoscaler.replay.vpa import replay_vpa
-
-            result = replay_vpa(data.history.series, data.start, data.end, every, forecasts, VpaSettings(), progress=advance)
-            out = result.decisions
+        for key, y in data.history.series.items():
+            start, end = data.start[key], data.end[key]
+            fc = DailyChoiceForecaster(key=key, model=args.model)
+            if hpa_kind:
+                per = data.per_replica[key]
+                demand, floor, serving, r0 = replay_hpa(
+                    y, start, end, per, settings, args.target_utilization, fc, tolerance=args.tolerance,
+                    stabilization_minutes=max(1, int(stabilization / pd.Timedelta("1min"))))
+                minutes = y.resample("1min").ffill()[start:end].index
+                reactive = simulate_reactive_hpa(
+                    demand, per, r0, target_utilization=args.target_utilization, tolerance=args.tolerance,
+                    stabilization_minutes=max(1, int(stabilization / pd.Timedelta("1min"))),
+                    startup_minutes=int(-(-startup // pd.Timedelta("1min"))))
+                result[key] = {"minutes": minutes, "demand": demand, "floor": floor, "serving": serving,
+                               "reference": reactive, "per": per}
+                parts.append(pd.DataFrame({"series": key, "timestamp": minutes, "replicas": serving.astype(int)}))
+            else:
+                resource = "memory" if key.rsplit("/", 1)[-1] == "memory" else "cpu"
+                dec = replay_vpa_decisions(y, start, end, VpaSettings(), fc, every, resource=resource)
+                use = y[(y.index >= start) & (y.index < end)]
+                result[key] = {"usage": use, "decisions": dec,
+                               "reference": replay_vpa_default(y, start, end, every).reindex(use.index)}
+                parts.append(dec.drop(columns="reason").assign(series=key))
+            advance(1)
+    cols = ["series", "timestamp", "replicas"] if hpa_kind else ["series", "timestamp", "target", "lower_bound", "upper_bound"]
+    out = pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
     write_long(out, args.output)
-    summary, per_series = scores(args.kind, data, result, args)
+    summary, per_series = scores(args.kind, result, args)
     if args.report:
-        write_report(args.report, args.kind, data, result, summary, per_series, args)
+        write_report(args.report, args.kind, result, summary, per_series, args)
     s = summary[0] if summary else {}
-    print(f"replayed {args.kind} for {len(data.history.series)} series -> {args.output}: "
+    print(f"replayed {args.kind} for {len(result)} series -> {args.output}: "
           + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in s.items()),
           file=sys.stderr)
     return 0
 
 
-def scores(kind, data, result, args):
+def scores(kind: str, result: dict, args: argparse.Namespace):
     """Summary (Tidewise vs the reference) and per-series rows, with the scores of the issue."""
     import numpy as np
 
+    from autoscaler.logic.hpa import hpa_scores
+    from autoscaler.logic.replay import vpa_scores
+
     rows = []
-    if kind == "vpa":
-        from autoscaler.replay.vpa import requests_on, vpa_scores
-
-        for key, y in data.history.series.items():
-            use = y[y.index >= data.start[key]]
-            t = vpa_scores(use, requests_on(use, result.decisions[result.decisions.series == key]))
-            r = vpa_scores(use, requests_on(use, result.reference[result.reference.series == key]))
-            rows.append({"series": key, "slack": t[0], "violation": t[1], "ref slack": r[0], "ref violation": r[1]})
-        cols = ("slack", "violation")
-    else:
-        from autoscaler.logic.hpa import hpa_scores
-
-        for key in data.history.series:
-            d = result.replicas[result.replicas.series == key]
-            ref = result.reference[result.reference.series == key]
-            from autoscaler.replay.hpa import demand_per_minute
-
-            demand = demand_per_minute(data.history.series[key], data.start[key]).to_numpy(dtype=float)
-            t = hpa_scores(demand, d["replicas"].to_numpy(dtype=float), data.per_replica[key], args.target_utilization, args.tolerance)
-            r = hpa_scores(demand, ref["replicas"].to_numpy(dtype=float), data.per_replica[key], args.target_utilization, args.tolerance)
-            rows.append({"series": key, "mean replicas": t[0], "over target": t[1], "ref mean replicas": r[0], "ref over target": r[1]})
-        cols = ("mean replicas", "over target")
+    for key, r in result.items():
+        if kind == "vpa":
+            use = r["usage"]
+            req = r["decisions"].set_index("timestamp")["target"].reindex(use.index, method="ffill")
+            t, ref = vpa_scores(use, req), vpa_scores(use, r["reference"])
+            rows.append({"series": key, "slack": t[0], "violation": t[1], "ref slack": ref[0], "ref violation": ref[1]})
+        else:
+            t = hpa_scores(r["demand"], r["serving"], r["per"], args.target_utilization, args.tolerance)
+            ref = hpa_scores(r["demand"], r["reference"], r["per"], args.target_utilization, args.tolerance)
+            rows.append({"series": key, "mean replicas": t[0], "over target": t[1],
+                         "ref mean replicas": ref[0], "ref over target": ref[1]})
     if not rows:
         return [], rows
+    cols = ("slack", "violation") if kind == "vpa" else ("mean replicas", "over target")
     mean = lambda c: float(np.nanmean([r[c] for r in rows]))  # noqa: E731
     ref_name = "stock VPA (p90 + 15%, 24 h half-life)" if kind == "vpa" else "reactive HPA"
     summary = [{"policy": "tidewise", **{c: mean(c) for c in cols}},
@@ -143,36 +151,33 @@ def scores(kind, data, result, args):
     return summary, rows
 
 
-def write_report(path, kind, data, result, summary, per_series, args):
+def write_report(path: str, kind: str, result: dict, summary, per_series, args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from autoscaler.replay.report import plot_lines, render
+    from autoscaler.replay.report import MAX_PLOTS, plot_lines, render
     from tidewise.progress import progress
 
     plots = []
-    with progress("plotting report", min(len(data.history.series), 100)) as advance:
-        for i, (key, y) in enumerate(data.history.series.items()):
-            if i >= 100:
-                break
+    keys = list(result)[:MAX_PLOTS]
+    with progress("plotting report", len(keys)) as advance:
+        for key in keys:
+            r = result[key]
             if kind == "vpa":
-                use = y[y.index >= data.start[key]]
-                dec = result.decisions[result.decisions.series == key].set_index("timestamp")
-                ref = result.reference[result.reference.series == key].set_index("timestamp")
+                use = r["usage"]
+                dec = r["decisions"].set_index("timestamp")["target"].reindex(use.index, method="ffill")
                 lines = [("usage", use, {"color": "#444", "lw": 0.7}),
-                         ("tidewise request", dec["target"].reindex(use.index, method="ffill"), {"color": "#1f77b4", "lw": 1.2}),
-                         ("stock VPA request", ref["target"].reindex(use.index, method="ffill"), {"color": "#d62728", "lw": 1.0, "ls": "--"})]
+                         ("tidewise request", dec, {"color": "#1f77b4", "lw": 1.2}),
+                         ("stock VPA request", r["reference"], {"color": "#d62728", "lw": 1.0, "ls": "--"})]
                 png = plot_lines(key, lines, "usage")
             else:
-                per = data.per_replica[key]
-                d = result.replicas[result.replicas.series == key].set_index("timestamp")["replicas"]
-                ref = result.reference[result.reference.series == key].set_index("timestamp")["replicas"]
-                need = y[y.index >= data.start[key]] / (per * args.target_utilization)
+                idx = r["minutes"]
+                need = pd.Series(r["demand"], index=idx) / (r["per"] * args.target_utilization)
                 lines = [("demand / (per_replica x target)", need, {"color": "#444", "lw": 0.7}),
-                         ("tidewise serving replicas", d.astype(float), {"color": "#1f77b4", "lw": 1.0}),
-                         ("reactive HPA replicas", ref.astype(float), {"color": "#d62728", "lw": 0.8, "ls": "--"})]
+                         ("tidewise serving replicas", pd.Series(r["serving"], index=idx), {"color": "#1f77b4", "lw": 1.0}),
+                         ("reactive HPA replicas", pd.Series(r["reference"], index=idx), {"color": "#d62728", "lw": 0.8, "ls": "--"})]
                 png = plot_lines(key, lines, "replicas")
             plots.append((key, png))
             advance(1)
-    meta = (f"{len(data.history.series)} series from {args.input}; last {min(7, 7)} days shown per plot; "
-            "each decision uses only data before its time; forecasts refitted at each UTC midnight.")
+    meta = (f"{len(result)} series from {args.input}; the last 7 days are plotted; each decision uses only "
+            "data before its time (model chosen each UTC midnight, refitted hourly).")
     render(path, f"Tidewise replay — {kind.upper()}", summary, per_series, plots, meta)
