@@ -21,6 +21,13 @@ def test_demo_writes_every_output(tmp_path):
     assert {"tidal", "flat", "bursty", "trending"} <= {p["class"] for p in profiles.values()}
     assert html.count("<img") >= len(workloads) and "http://" not in html and "https://" not in html
     assert "workload" in r.stdout and "tidal" in r.stdout  # the summary table
+    import yaml
+
+    state = yaml.safe_load((out / "cluster-state.yaml").read_text())
+    kinds = {o["kind"] for o in state["items"]}
+    assert {"VerticalPodAutoscaler", "HorizontalPodAutoscaler", "Node", "Pod"} <= kinds
+    written = {p.parent.name for p in (out / "recommendations").rglob("*.yaml")}
+    assert {"verticalpodautoscaler", "node"} <= written
 
 
 def test_profile_command_writes_json(tmp_path):

@@ -13,6 +13,9 @@ and write, under --out:
   forecasts.csv     the next 24 h of q0.5/q0.9/q0.95/q0.99 per series (the forecast contract)
   profiles.json     the service profile of every series
   report.html       a self-contained page with one plot per series
+  cluster-state.yaml  the demo cluster as Kubernetes objects (VPAs naming `tidewise`, HPAs,
+                    Deployments/StatefulSets, Pods, Nodes), for `tidewise serve --cluster-state`
+  recommendations/  what one offline run of the serving loop would write (one YAML per object)
 """
 
 
@@ -83,6 +86,12 @@ def run(args: argparse.Namespace) -> int:
                   meta=f"{args.workloads} workloads in {args.namespaces} namespaces on {args.nodes} nodes; "
                        f"{args.days:g} days of 5-minute history; forecasts for the next {args.horizon}.")
 
+    with progress("serving loop, once, offline (dry-run file sink)", 1) as advance:
+        from autoscaler.demo import write_demo_outputs
+
+        served = write_demo_outputs(cluster, history, args.out)
+        advance(1)
+
     table = Table(title=f"Tidewise demo — next {args.horizon}")
     for col in ("workload", "class (cpu)", "peak window", "cpu now", "cpu q0.95 max", "mem q0.95 max", "model (cpu)"):
         table.add_column(col, justify="left" if col in ("workload", "class (cpu)", "peak window", "model (cpu)") else "right")
@@ -103,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
     if not out.is_terminal:
         out = Console(width=130)
     out.print(table)
-    print(f"wrote {args.out}/history.parquet, forecasts.csv, profiles.json, report.html "
-          f"in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    print(f"serving loop: {served['outcome']}; {len(served['files'])} objects would change -> "
+          f"{args.out}/recommendations/ (cluster: {args.out}/cluster-state.yaml)", file=sys.stderr)
+    print(f"wrote {args.out}/history.parquet, forecasts.csv, profiles.json, report.html, cluster-state.yaml, "
+          f"recommendations/ in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     return 0
