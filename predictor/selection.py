@@ -142,8 +142,9 @@ def backtest(
         try:
             for o in origins:
                 past = _slice_before(y, o)
-                if past.index[-1] - past.index[0] < c.min_history:
-                    raise ValueError(f"{past.index[-1] - past.index[0]} of history before {o}, needs {c.min_history}")
+                span = past.index[-1] - past.index[0] + step
+                if span < c.min_history:
+                    raise ValueError(f"{span} of history before {o}, needs {c.min_history}")
                 lead = max(0, int(round((o - (past.index[-1] + step)) / step)))
                 v = c.make().forecast(past, lead + h, quantiles)[lead:]
                 out.append(v)

@@ -43,7 +43,7 @@ class STLForecaster(Forecaster):
         per_day = int(round(pd.Timedelta("1d") / coarse))
         c = fill_short_gaps(y, self.step_).resample(coarse).mean()
         c = c.interpolate(limit_direction="both")
-        if c.isna().all() or len(c) < 2 * per_day + 1:
+        if c.isna().all() or len(c) < 2 * per_day:
             raise ValueError(f"history has {len(y) * self.step_}; STL with a daily season needs at least "
                              "two days — use SeasonalNaive or DecayingHistogram, or wait")
         weekly = self.weekly and len(c) >= 15 * per_day
