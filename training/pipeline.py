@@ -72,7 +72,10 @@ def fingerprint(y: pd.Series, start: pd.Timestamp | None = None, end: pd.Timesta
         s = s[s.index <= end]
     h = hashlib.sha256()
     h.update(s.index.asi8.tobytes())
-    h.update(np.nan_to_num(s.to_numpy(dtype=np.float64), nan=-1.2345e300).round(12).tobytes())
+    v = s.to_numpy(dtype=np.float64)
+    nan = np.isnan(v)
+    h.update(np.where(nan, 0.0, v).tobytes())
+    h.update(np.packbits(nan).tobytes())
     return h.hexdigest()[:32]
 
 
