@@ -8,8 +8,10 @@ import time
 HELP = """\
 Train every series of a history: rolling-origin backtests of the candidate forecasters (seasonal
 naive daily/weekly, seasonal median, STL, decaying histogram, and one global gradient-boosted
-quantile model shared by the fleet), a per-series choice by pinball loss at q0.95, conformal
-calibration of the quantiles on the backtest residuals, then a new version in the registry:
+quantile model shared by the fleet), a per-series choice by pinball loss at q0.95 (the mean of
+seasonal median, STL and the global model unless one candidate is clearly better; no daily-seasonal
+model for a series without a daily cycle), conformal calibration of the quantiles on the backtest
+residuals, then a new version in the registry:
 DIR/<version>/manifest.json + artifacts, and DIR/latest pointing at it.
 
 Incremental by default: series whose data did not change and whose recent error did not drift are
