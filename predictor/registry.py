@@ -59,7 +59,7 @@ def library_versions() -> dict[str, str]:
     import sklearn
     import statsmodels
 
-    from tidewise import __version__ as tidewise_version
+    from predictor import __version__ as tidewise_version
 
     return {"python": platform.python_version(), "numpy": np.__version__, "pandas": pd.__version__,
             "scikit-learn": sklearn.__version__, "statsmodels": statsmodels.__version__,
