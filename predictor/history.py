@@ -207,23 +207,37 @@ def _gaps_of(s: pd.Series) -> list[tuple[pd.Timestamp, int]]:
 
 
 def regularize(frame: pd.DataFrame, step: pd.Timedelta) -> History:
-    """Resample each series onto an epoch-aligned grid of `step` (mean per bucket); gaps -> NaN."""
+    """Resample each series onto an epoch-aligned grid of `step` (mean per bucket); gaps -> NaN.
+
+    One vectorised group-by over (series, bucket) does the averaging for the whole fleet; each
+    series is then only laid onto its full grid, so 10,000 series cost seconds, not minutes."""
     series: dict[str, pd.Series] = {}
     gaps: dict[str, GapReport] = {}
     label_cols = [c for c in frame.columns if c not in REQUIRED]
-    for key, g in frame.groupby("series", sort=True):
-        s = pd.Series(g["value"].to_numpy(), index=pd.DatetimeIndex(g["timestamp"]))
-        r = s.resample(step, origin="epoch").mean() if len(s) > 1 else s.set_axis(s.index.floor(step))
-        r = r.astype("float64")
-        # a series whose first/last buckets are empty is trimmed; inner gaps stay NaN
-        r = r.loc[r.first_valid_index(): r.last_valid_index()] if r.notna().any() else r.iloc[:0]
-        if r.empty:
+    ok = frame["value"].notna()
+    if not ok.all():
+        for key in sorted(set(frame["series"]) - set(frame.loc[ok, "series"])):
             log.warning("series %s has no values and is skipped", key)
-            continue
-        series[str(key)] = r
+    keys = pd.Categorical(frame.loc[ok, "series"])
+    buckets = pd.DatetimeIndex(frame.loc[ok, "timestamp"]).floor(step).asi8
+    values = frame.loc[ok, "value"].to_numpy(dtype="float64")
+    means = pd.DataFrame({"k": keys.codes, "t": buckets, "v": values}).groupby(["k", "t"], sort=True)["v"].mean()
+    codes = means.index.get_level_values(0).to_numpy()
+    stamps = means.index.get_level_values(1).to_numpy()
+    vals = means.to_numpy()
+    bounds = np.flatnonzero(np.diff(codes)) + 1
+    step_ns = step.value
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(codes)]):
+        key = str(keys.categories[codes[lo]])
+        t0 = stamps[lo]
+        pos = (stamps[lo:hi] - t0) // step_ns
+        grid = np.full(int(pos[-1]) + 1, np.nan)
+        grid[pos] = vals[lo:hi]
+        r = pd.Series(grid, index=pd.date_range(pd.Timestamp(t0, tz="UTC"), periods=len(grid), freq=step))
+        series[key] = r
         found = _gaps_of(r)
         if found:
-            gaps[str(key)] = GapReport(str(key), found)
+            gaps[key] = GapReport(key, found)
     labels = None
     if label_cols:
         labels = frame.groupby("series")[label_cols].first()
