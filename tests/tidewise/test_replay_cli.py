@@ -91,6 +91,12 @@ def test_predictive_floor_cuts_over_target_minutes_on_a_tide(tmp_path):
     assert r.returncode == 0, r.stderr
     page = rep.read_text()
     assert page.count("<img") == 1 and "reactive HPA" in page and "https://" not in page
+    from tests.chromium import console_errors, plot_pixels, screenshot
+
+    shot = str(tmp_path / "shot.png")
+    assert console_errors(screenshot(f"file://{rep}", shot, str(tmp_path / "profile"))) == []
+    non_white, blue = plot_pixels(shot)
+    assert non_white > 0.01 and blue > 100  # the table and Tidewise's blue replica line rendered
     from autoscaler.logic.hpa import hpa_scores, simulate_reactive_hpa
     y = frame.assign(timestamp=pd.to_datetime(frame["timestamp"], utc=True)).set_index("timestamp")["value"]
     d = y.resample("1min").ffill()["2024-05-06T00:00:00Z":].to_numpy()
