@@ -20,6 +20,7 @@ SECTIONS = [
     "enforcer",
     "colocation",
     "serving",
+    "replay",
 ]
 MARK = "<!-- section: {} -->"
 
