@@ -41,7 +41,7 @@ def build_profile(key: str, y: pd.Series, step: pd.Timedelta) -> ServiceProfile:
     gaps = int(y.isna().sum())
     mean = float(v.mean()) if len(v) else float("nan")
     reasons: list[str] = []
-    base = dict(series=key, days_of_history=round(days, 3), step_seconds=int(step.total_seconds()),
+    base: dict[str, Any] = dict(series=key, days_of_history=round(days, 3), step_seconds=int(step.total_seconds()),
                 mean=mean, p50=float(v.quantile(0.5)) if len(v) else float("nan"),
                 p95=float(v.quantile(0.95)) if len(v) else float("nan"),
                 peak=float(v.max()) if len(v) else float("nan"), gaps=gaps)
