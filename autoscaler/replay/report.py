@@ -1,30 +1,16 @@
 """The replay report: one self-contained HTML page (plots as base64 PNG, nothing fetched)."""
 from __future__ import annotations
 
-import base64
 import html
-import io
 from typing import Any, Sequence
 
 import pandas as pd
 
+from autoscaler.pages import CSS, figure_png
 from predictor.atomic import write_text_atomic
 
 SHOWN = pd.Timedelta("7d")
 MAX_PLOTS = 100
-CSS = """
-body { font-family: -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 1.5em; color: #222; }
-table { border-collapse: collapse; font-size: 0.85em; } th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: right; }
-th { background: #f0f0f0; } td.k { text-align: left; font-family: monospace; } .meta { color: #666; font-size: 0.85em; }
-.good { color: #1a7f37; } .bad { color: #b42318; } .plot { display: inline-block; margin: 0.4em; }
-.plot p { font-size: 0.8em; font-family: monospace; margin: 0.2em 0; }
-"""
-
-
-def figure_png(fig: Any) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=72, bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def plot_lines(title: str, lines: Sequence[tuple[str, pd.Series, dict]], ylabel: str) -> str:

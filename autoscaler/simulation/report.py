@@ -6,32 +6,17 @@ tidewise's held-back CPU goes, and per node how often the forecast quantiles wer
 """
 from __future__ import annotations
 
-import base64
 import html
-import io
 from typing import Any
 
 import numpy as np
 
+from autoscaler.pages import CSS, figure_png
 from autoscaler.simulation.traces import DAY_MIN
 
-CSS = """
-body { font-family: -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 1.5em; color: #222; max-width: 1100px; }
-h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
-th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: right; }
-th { background: #f0f0f0; } td.k { text-align: left; font-family: monospace; }
-.good { color: #1a7f37; } .bad { color: #b42318; } .meta { color: #666; font-size: 0.85em; }
-"""
 COLOURS = {"none": "#555555", "katalyst": "#d62728", "koordinator": "#1f77b4", "tidewise": "#2ca02c"}
 SOURCES = ("Traces: Cloud Cluster Capacity Dataset (Apache-2.0), Donut sample KPIs (MIT), Numenta Anomaly "
            "Benchmark (MIT), WorldCup98 and NASA-KSC 1995 request logs (ITA); see ../shared/data/*/SOURCE.md.")
-
-
-def _png(fig: Any) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def _family(label: str) -> str:
@@ -62,7 +47,7 @@ def plot_daily(study: Any) -> str:
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     ax.set_title("Utilisation over the day, mean over nodes and days")
-    out = _png(fig)
+    out = figure_png(fig, dpi=80)
     plt.close(fig)
     return out
 
@@ -94,7 +79,7 @@ def plot_frontier(study: Any, budget: float) -> str:
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8, loc="upper left")
     ax.set_title("Shortfall versus utilisation: each policy's swept settings")
-    out = _png(fig)
+    out = figure_png(fig, dpi=80)
     plt.close(fig)
     return out
 
