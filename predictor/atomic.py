@@ -37,9 +37,3 @@ def write_text_atomic(path: str, text: str) -> None:
     with atomic_path(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
-
-
-def write_bytes_atomic(path: str, data: bytes) -> None:
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            fh.write(data)

@@ -17,6 +17,18 @@ def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
                           timeout=timeout, cwd=ROOT)
 
 
+def write_kubeconfig(path, url: str) -> str:
+    """A kubeconfig at `path` whose one context points the real client at `url` (a local fake)."""
+    import yaml
+
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": url}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}))
+    return str(path)
+
+
 @pytest.fixture
 def shared_data() -> str:
     if not os.path.isdir(SHARED_DATA):

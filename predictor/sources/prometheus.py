@@ -8,7 +8,6 @@ are split so that no request asks for more than Prometheus's 11,000 points per s
 from __future__ import annotations
 
 import logging
-import math
 import string
 import time
 from dataclasses import dataclass, field
@@ -253,9 +252,3 @@ def _reason(exc: Exception) -> str:
         if hint in text:
             return hint.lower()
     return type(exc).__name__
-
-
-def points_per_request(start: pd.Timestamp, end: pd.Timestamp, step: pd.Timedelta, max_points: int) -> int:
-    """How many requests a range needs (for progress and for the tests)."""
-    total = int((end - start) / step) + 1
-    return math.ceil(total / max_points)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterator, TextIO
+from typing import TextIO
 
 import numpy as np
 import pandas as pd
@@ -258,9 +258,3 @@ def generate_cluster(
             wl.gaps.append((at, pd.Timedelta(hours=float(rng.choice([0.5, 3, 6])))))
         wls.append(wl)
     return SyntheticCluster(nodes=node_list, workloads=wls, start=start, end=end_ts, step=step, seed=seed)
-
-
-def iter_keys(cluster: SyntheticCluster, resources: tuple[str, ...] = ("cpu", "memory")) -> Iterator[SeriesKey]:
-    for w in cluster.workloads:
-        for r in resources:
-            yield w.key(r)

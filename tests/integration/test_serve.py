@@ -16,7 +16,7 @@ from predictor.history import write_long
 from predictor.sources.prometheus import PrometheusSettings, PrometheusSource
 from predictor.sources.synthetic import generate_cluster
 from tests.autoscaler.conftest import fast_settings, StaticCluster, validate_object
-from tests.conftest import run_cli
+from tests.conftest import run_cli, write_kubeconfig
 from tests.integration.prometheus_server import PrometheusServer
 
 
@@ -173,15 +173,6 @@ def test_serve_loop_exposes_health_readiness_and_metrics_then_stops_on_sigterm(d
     assert (tmp_path / "recs" / "decisions.json").exists()
 
 
-def _kubeconfig(path, url):
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-        "clusters": [{"name": "fake", "cluster": {"server": url}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}))
-    return str(path)
-
-
 def test_serve_once_against_the_api_is_dry_run_unless_apply(demo_dir, tmp_path):
     from tests.autoscaler.fake_apiserver import FakeApiServer
 
@@ -190,7 +181,7 @@ def test_serve_once_against_the_api_is_dry_run_unless_apply(demo_dir, tmp_path):
         objects = yaml.safe_load(fh)["items"]
     fake = FakeApiServer(objects).start()
     try:
-        kc = _kubeconfig(tmp_path / "kubeconfig", fake.url)
+        kc = write_kubeconfig(tmp_path / "kubeconfig", fake.url)
         common = ["serve", "--once", "--kubeconfig", kc, "--source", "file", "--input", str(d / "history.parquet"),
                   "--model", "seasonal_naive_daily"]
         dry = run_cli(*common)

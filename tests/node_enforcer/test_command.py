@@ -10,6 +10,7 @@ import pytest
 
 from tests.node_enforcer.conftest import MIXED_PODS, RECLAIM_PLAN, ROOT, TWO_SOCKET
 from tidewise.cli import main
+from tests.conftest import write_kubeconfig
 
 
 @pytest.fixture
@@ -123,18 +124,6 @@ def test_node_enforcer_source_imports_only_allowed_packages():
                     assert m in allowed_predictor, (name, m)
 
 
-def _kubeconfig(tmp_path, url):
-    import yaml
-
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-        "clusters": [{"name": "fake", "cluster": {"server": url}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}))
-    return str(path)
-
-
 def _fixture_objs():
     import yaml
 
@@ -151,7 +140,7 @@ def test_pods_from_api_and_kubelet_against_a_local_fake(cg, tmp_path, capsys, mo
     with FakeApi(_fixture_objs()) as fake:
         args = ["enforce", "--once", "--dry-run", "--node", "fixture-node", "--pods-from", source,
                 "--sysfs-root", TWO_SOCKET, "--cgroup-root", str(cg), "--checkpoint", str(tmp_path / "ck.json"),
-                "--kubeconfig", _kubeconfig(tmp_path, fake.url), "--kubelet-url", fake.url,
+                "--kubeconfig", write_kubeconfig(tmp_path / "kubeconfig", fake.url), "--kubelet-url", fake.url,
                 "--proc-root", str(_calm_proc(tmp_path))]
         assert main(args) == 0
     out = capsys.readouterr().out
@@ -180,7 +169,7 @@ def test_dry_run_eviction_under_pressure_goes_to_the_api_as_dry_run(cg, tmp_path
     with FakeApi(_fixture_objs()) as fake:
         args = ["enforce", "--once", "--node", "fixture-node", "--pods-from", "api", "--sysfs-root", TWO_SOCKET,
                 "--cgroup-root", str(cg), "--checkpoint", str(tmp_path / "ck.json"), "--proc-root", str(proc),
-                "--kubeconfig", _kubeconfig(tmp_path, fake.url)]
+                "--kubeconfig", write_kubeconfig(tmp_path / "kubeconfig", fake.url)]
         assert main(args) == 0
     out = capsys.readouterr().out
     assert "dry-run evict batch/spark-exec-" in out and "memory PSI some avg10 90.0%" in out
