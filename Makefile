@@ -1,20 +1,47 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
+#
+# Test what users install. Four virtualenvs, each with its own dependency resolution:
+#   .venv          pip install -e '.[test]'           today's releases of every dependency (pandas 3 today)
+#   .venv-pandas2  the same with pandas<3              the previous major, still in the supported range
+#   .venv-user     pip install . (no extras)           exactly what a user gets; runs the installed-package test
+#   .venv-bench    pip install -e '.[test,bench]'      the benchmarks' extra (statsforecast pins pandas<3)
+# `make test` runs the whole suite under .venv and .venv-pandas2, then the installed-package test
+# (tests/integration/test_installed.py) against .venv-user's `tidewise`.
 PY ?= python3
+HASH := $(shell cat pyproject.toml | sha1sum | cut -c1-12)
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+PD2 := .venv-pandas2
+USER_VENV := .venv-user
+BENCH := .venv-bench
+PIP_Q := pip install -q --disable-pip-version-check
 
-.PHONY: demo test bench install system-deps lint clean
+.PHONY: demo test test-main test-pandas2 test-installed user-install bench install system-deps lint clean
 
-$(BIN)/python:
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+# never deleted as an intermediate file
+.PRECIOUS: %/bin/python
+%/bin/python:
+	$(PY) -m venv $*
+	$*/bin/$(PIP_Q) --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[test,bench]'
-	rm -f $(VENV)/.installed-*; touch $(STAMP)
+$(VENV)/.installed-$(HASH): $(BIN)/python pyproject.toml
+	$(BIN)/$(PIP_Q) --upgrade --upgrade-strategy eager -e '.[test]'
+	rm -f $(VENV)/.installed-*; touch $@
 
-install: $(STAMP)
+$(PD2)/.installed-$(HASH): $(PD2)/bin/python pyproject.toml
+	$(PD2)/bin/$(PIP_Q) --upgrade -e '.[test]' 'pandas>=2.2,<3'
+	rm -f $(PD2)/.installed-*; touch $@
+
+$(BENCH)/.installed-$(HASH): $(BENCH)/bin/python pyproject.toml
+	$(BENCH)/bin/$(PIP_Q) --upgrade -e '.[test,bench]'
+	rm -f $(BENCH)/.installed-*; touch $@
+
+# Not editable: reinstalled on every run so that it holds the current sources.
+user-install: $(USER_VENV)/bin/python
+	$(USER_VENV)/bin/$(PIP_Q) --upgrade --upgrade-strategy eager .
+	$(USER_VENV)/bin/$(PIP_Q) --no-deps --force-reinstall .
+
+install: $(VENV)/.installed-$(HASH)
 
 # Debian packages the integration tests use: the real prometheus/promtool, and chromium for report tests.
 system-deps:
@@ -26,14 +53,25 @@ system-deps:
 demo: install
 	$(BIN)/tidewise demo --out demo-out
 
-test: install system-deps
+test: test-main test-pandas2 test-installed
+
+test-main: install system-deps
+	@echo "== the suite under today's releases: $$($(BIN)/python -c 'import pandas; print("pandas", pandas.__version__)')"
 	$(BIN)/python -m pytest -q
 
-bench: install
-	$(BIN)/python -m benchmarks.run
+test-pandas2: $(PD2)/.installed-$(HASH) system-deps
+	@echo "== the suite under the previous pandas major: $$($(PD2)/bin/python -c 'import pandas; print("pandas", pandas.__version__)')"
+	$(PD2)/bin/python -m pytest -q -p no:cacheprovider
+
+test-installed: install user-install system-deps
+	@echo "== the installed package (pip install ., no extras): $$($(USER_VENV)/bin/python -c 'import pandas; print("pandas", pandas.__version__)')"
+	TIDEWISE_INSTALLED=$(abspath $(USER_VENV))/bin $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_installed.py
+
+bench: $(BENCH)/.installed-$(HASH)
+	$(BENCH)/bin/python -m benchmarks.run
 
 lint: install
 	$(BIN)/python -m mypy predictor
 
 clean:
-	rm -rf $(VENV) demo-out
+	rm -rf $(VENV) $(PD2) $(USER_VENV) $(BENCH) demo-out

@@ -16,7 +16,8 @@ from predictor.history import History, history_from_frame
 from predictor.sources.synthetic import generate_cluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SHARED_K8S = os.environ.get("SHARED_K8S", os.path.join(ROOT, "..", "shared", "k8s"))
+# The CRD schemas vendored with the project (schemas/k8s/README.md names their sources and licences).
+K8S_SCHEMAS = os.path.join(ROOT, "schemas", "k8s")
 STEP = pd.Timedelta("5min")
 END = pd.Timestamp("2026-11-02T00:00:00Z")
 CRDS = {
@@ -29,9 +30,7 @@ K8S_VERSION = "1.33.0"
 
 @functools.lru_cache(maxsize=None)
 def crd_validator(kind: str) -> jsonschema.Draft7Validator:
-    path = os.path.join(SHARED_K8S, CRDS[kind])
-    if not os.path.exists(path):
-        raise RuntimeError(f"the published CRDs are expected at {SHARED_K8S} (../shared/k8s next to the checkout)")
+    path = os.path.join(K8S_SCHEMAS, CRDS[kind])
     with open(path) as fh:
         crd = next(d for d in yaml.safe_load_all(fh) if d and d["spec"]["names"]["kind"] == kind)
     version = next(v for v in crd["spec"]["versions"] if v.get("served") and v.get("storage"))
@@ -48,7 +47,7 @@ def validate_object(obj: dict) -> None:
             raise AssertionError(f"{kind} {obj.get('metadata', {}).get('name')}: " +
                                  "; ".join(f"{'/'.join(map(str, e.path))}: {e.message}" for e in errors[:5]))
         group, _, version = obj["apiVersion"].rpartition("/")
-        crd = yaml.safe_load(open(os.path.join(SHARED_K8S, CRDS[kind]))) if kind != "VerticalPodAutoscaler" else None
+        crd = yaml.safe_load(open(os.path.join(K8S_SCHEMAS, CRDS[kind]))) if kind != "VerticalPodAutoscaler" else None
         if crd is not None:
             assert crd["spec"]["group"] == group, f"{kind} apiVersion group {group} != {crd['spec']['group']}"
         return

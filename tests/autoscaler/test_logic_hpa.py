@@ -82,9 +82,11 @@ def test_hpa_metrics_that_cannot_size_replicas_are_refused():
 
 
 def _reference():
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "eval", "bench_decisions.py")
+    from tests.conftest import SHARED_EVAL
+
+    path = os.path.join(SHARED_EVAL, "bench_decisions.py")
     if not os.path.exists(path):
-        pytest.skip("the reference scorer ../shared/eval is not next to the checkout")
+        pytest.skip(f"needs the reference scorer {path} (../shared/eval beside the checkout)")
     import sys
     sys.path.insert(0, os.path.dirname(path))
     try:

@@ -3,6 +3,7 @@ clusters, then determinism and the no-colocation identity on real traces."""
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pandas as pd
@@ -16,7 +17,7 @@ from autoscaler.simulation.engine import EngineSettings, simulate
 from autoscaler.simulation.policies import (Katalyst, Koordinator, NoColocation, NodeForecasts, Observation,
                                             Tidewise, policy_set)
 from autoscaler.simulation.traces import SIM_EPOCH, load_traces, make_trace
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, needs_shared_data
 
 TRACES = ["aiops/cpu4", "ccc/cluster14", "web/nasa95"]
 
@@ -248,6 +249,8 @@ def test_policy_set_and_labels():
 
 @pytest.fixture(scope="module")
 def traces():
+    if not os.path.isdir(SHARED_DATA):
+        pytest.skip(f"needs the real traces in {SHARED_DATA} (../shared/data beside the checkout)")
     return load_traces(SHARED_DATA, days=2, names=TRACES)
 
 
@@ -361,6 +364,7 @@ def test_verdict_at_the_budget_and_at_equal_risk():
     assert row["baseline"] == "katalyst@reserve=8" and row["lead"] == pytest.approx(0.02)
 
 
+@needs_shared_data
 def test_study_at_service_level_forecasts_every_trace():
     from autoscaler.simulation.runner import StudySettings, run_study
 

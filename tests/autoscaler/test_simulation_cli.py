@@ -5,11 +5,12 @@ import json
 import os
 import re
 
-from tests.conftest import SHARED_DATA, run_cli
+from tests.conftest import SHARED_DATA, needs_shared_data, run_cli
 
 KEYS = {"utilisation", "shortfall", "batch_core_hours", "evictions"}
 
 
+@needs_shared_data
 def test_small_run_writes_the_results_contract_and_a_self_contained_report(tmp_path):
     out = tmp_path / "sim"
     r = run_cli("simulate", "colocation", "--traces", SHARED_DATA, "--nodes", "2", "--days", "1",
@@ -39,7 +40,8 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path):
     r = run_cli("simulate", "colocation", "--traces", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o"))
     assert r.returncode == 2
     assert "no such directory" in r.stderr and "Traceback" not in r.stderr
-    r = run_cli("simulate", "colocation", "--traces", SHARED_DATA, "--forecast-model", "crystal-ball",
+    (tmp_path / "traces").mkdir()
+    r = run_cli("simulate", "colocation", "--traces", str(tmp_path / "traces"), "--forecast-model", "crystal-ball",
                 "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "--forecast-model" in r.stderr
     r = run_cli("simulate", "colocation", "--policy", "greedy")
