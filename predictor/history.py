@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from predictor.errors import InputError
+from predictor.timestamps import EARLIEST, LATEST, TimestampRangeError, epoch_ns, epoch_to_utc, to_utc_ns
 from predictor.types import GapReport
 
 log = logging.getLogger(__name__)
@@ -101,27 +102,61 @@ def _row_label(source: str, pos: int, parquet: bool) -> str:
 
 
 def parse_timestamps(ts: pd.Series, source: str, parquet: bool = False) -> pd.Series:
-    """ISO-8601 (UTC unless an offset is given) or epoch seconds -> tz-aware UTC timestamps."""
-    if pd.api.types.is_datetime64_any_dtype(ts):
-        out = pd.to_datetime(ts, utc=True)
-    elif pd.api.types.is_numeric_dtype(ts):
-        out = pd.to_datetime(ts.astype("float64"), unit="s", utc=True, errors="coerce")
-    else:
-        text = ts.astype(str).str.strip()
-        numeric = text.str.fullmatch(r"\d+(\.\d+)?")
-        out = pd.Series(pd.NaT, index=ts.index, dtype="datetime64[ns, UTC]")
-        if numeric.any():
-            out[numeric] = pd.to_datetime(text[numeric].astype("float64"), unit="s", utc=True)
-        if (~numeric).any():
-            out[~numeric] = pd.to_datetime(text[~numeric], utc=True, errors="coerce", format="ISO8601")
+    """ISO-8601 (UTC unless an offset is given) or epoch numbers -> UTC nanosecond timestamps.
+
+    Epoch numbers may be seconds, milliseconds, microseconds or nanoseconds: the unit follows from
+    their magnitude (`predictor.timestamps.epoch_unit`). Datetime columns (Parquet) of any unit are
+    converted, naive ones read as UTC. Timestamps outside 1990..2200 are refused: they are a unit
+    or typing mistake, and would otherwise forecast from 1970."""
+    rows = np.arange(len(ts))  # positions of the rows being converted, for the error message
+    try:
+        if pd.api.types.is_datetime64_any_dtype(ts):
+            out = to_utc_ns(ts)
+        elif pd.api.types.is_numeric_dtype(ts) and not pd.api.types.is_bool_dtype(ts):
+            out = pd.Series(epoch_to_utc(ts.to_numpy()), index=ts.index)
+        else:
+            text = ts.astype(str).str.strip()
+            numeric = text.str.fullmatch(r"\d+(\.\d+)?").to_numpy(dtype=bool)
+            out = pd.Series(pd.NaT, index=ts.index, dtype="datetime64[ns, UTC]")
+            if numeric.any():
+                rows = np.flatnonzero(numeric)
+                out[numeric] = epoch_to_utc(text[numeric].astype("float64").to_numpy())
+            if (~numeric).any():
+                rows = np.flatnonzero(~numeric)
+                out[~numeric] = to_utc_ns(pd.to_datetime(text[~numeric], utc=True, errors="coerce", format="ISO8601"))
+    except TimestampRangeError as exc:
+        pos = int(rows[exc.position])
+        read_as = f"; read as epoch {exc.unit}" if exc.unit else ""
+        raise InputError(
+            f"{_row_label(source, pos, parquet)}: column 'timestamp' value {ts.iloc[pos]!r} is outside 1990..2200 "
+            f"({exc.count} such rows{read_as}); give ISO-8601 UTC (2024-08-01T00:05:00Z) or epoch s/ms/us/ns "
+            "of real dates"
+        ) from None
     bad = out.isna()
     if bad.any():
         pos = int(np.flatnonzero(bad.to_numpy())[0])
+        if _parses_out_of_range(ts.iloc[pos]):
+            raise InputError(
+                f"{_row_label(source, pos, parquet)}: column 'timestamp' value {ts.iloc[pos]!r} is outside "
+                "1990..2200; give ISO-8601 UTC (2024-08-01T00:05:00Z) or epoch s/ms/us/ns of real dates")
         raise InputError(
             f"{_row_label(source, pos, parquet)}: timestamp {ts.iloc[pos]!r} does not parse "
             f"({int(bad.sum())} such rows); use ISO-8601 UTC (2024-08-01T00:05:00Z) or epoch seconds"
         )
     return out
+
+
+def _parses_out_of_range(raw: object) -> bool:
+    """True for a timestamp text that parses but lies outside 1990..2200 (pandas 2 parses such
+    dates to NaT, because nanoseconds cannot hold them)."""
+    try:
+        t = pd.Timestamp(str(raw).strip())
+    except (ValueError, OverflowError):
+        return False
+    if t is pd.NaT:
+        return False
+    t = t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
+    return bool(t < EARLIEST or t > LATEST)
 
 
 def _parse_values(raw: pd.Series, source: str, parquet: bool) -> pd.Series:
@@ -219,21 +254,22 @@ def regularize(frame: pd.DataFrame, step: pd.Timedelta) -> History:
         for key in sorted(set(frame["series"]) - set(frame.loc[ok, "series"])):
             log.warning("series %s has no values and is skipped", key)
     keys = pd.Categorical(frame.loc[ok, "series"])
-    buckets = pd.DatetimeIndex(frame.loc[ok, "timestamp"]).floor(step).asi8
+    buckets = epoch_ns(pd.DatetimeIndex(frame.loc[ok, "timestamp"]).floor(step))
     values = frame.loc[ok, "value"].to_numpy(dtype="float64")
     means = pd.DataFrame({"k": keys.codes, "t": buckets, "v": values}).groupby(["k", "t"], sort=True)["v"].mean()
     codes = means.index.get_level_values(0).to_numpy()
     stamps = means.index.get_level_values(1).to_numpy()
     vals = means.to_numpy()
     bounds = np.flatnonzero(np.diff(codes)) + 1
-    step_ns = step.value
+    step_ns = step.value  # Timedelta.value is nanoseconds on every pandas
     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(codes)]):
         key = str(keys.categories[codes[lo]])
         t0 = stamps[lo]
         pos = (stamps[lo:hi] - t0) // step_ns
         grid = np.full(int(pos[-1]) + 1, np.nan)
         grid[pos] = vals[lo:hi]
-        r = pd.Series(grid, index=pd.date_range(pd.Timestamp(t0, tz="UTC"), periods=len(grid), freq=step))
+        start = pd.Timestamp(int(t0), unit="ns", tz="UTC")
+        r = pd.Series(grid, index=pd.date_range(start, periods=len(grid), freq=step).as_unit("ns"))
         series[key] = r
         found = _gaps_of(r)
         if found:

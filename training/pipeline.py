@@ -23,6 +23,7 @@ from predictor.history import History
 from predictor.models.gbm import GlobalGBM
 from predictor.registry import RegistryError, load_version, write_version
 from predictor.selection import DECISION_QUANTILE, ENSEMBLE, GLOBAL, Choice, decision_index
+from predictor.timestamps import epoch_ns
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ def fingerprint(y: pd.Series, start: pd.Timestamp | None = None, end: pd.Timesta
     if end is not None:
         s = s[s.index <= end]
     h = hashlib.sha256()
-    h.update(s.index.asi8.tobytes())
+    h.update(epoch_ns(s.index).tobytes())  # nanoseconds on any pandas: a fingerprint survives an upgrade
     v = s.to_numpy(dtype=np.float64)
     nan = np.isnan(v)
     h.update(np.where(nan, 0.0, v).tobytes())

@@ -8,6 +8,7 @@ import pandas as pd
 
 from predictor.errors import InputError
 from predictor.history import History, read_long_file, regularize, validate_long
+from predictor.timestamps import utc_ns
 
 DEFAULT_REPLAY = pd.Timedelta("7d")  # without `start`, the last 7 days of each series are replayed
 # (after its first day at the earliest)
@@ -50,10 +51,10 @@ def load_replay_input(path: str, step: pd.Timedelta, *, need_per_replica: bool =
                 raise InputError(f"input {path}: series {key!r} has {len(values)} different `start` values; "
                                  "give the same first decision time on every row of a series")
             try:
-                t = pd.Timestamp(values[0])
+                t = utc_ns(values[0])
             except ValueError:
                 raise InputError(f"input {path}: series {key!r} start {values[0]!r} does not parse; use ISO-8601 UTC") from None
-            starts[key] = t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
+            starts[key] = t
         else:
             # the last 7 days, but never the first day: decisions need some history before them
             starts[key] = max(ends[key] - DEFAULT_REPLAY, s.index[0] + pd.Timedelta("1d")).ceil(step)

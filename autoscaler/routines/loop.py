@@ -37,6 +37,7 @@ from autoscaler.settings import ServeSettings
 from predictor.durations import parse_duration as _parse_duration
 from predictor.forecasting import ForecastRequest, forecast_history
 from predictor.history import History
+from predictor.timestamps import epoch_ns
 from predictor.types import Forecast, ReclaimPlan, SeriesKey
 
 log = logging.getLogger(__name__)
@@ -307,7 +308,7 @@ class ServingLoop:
                 for sid in res_map.values():
                     y = hist.series[sid]
                     ok = np.flatnonzero(~np.isnan(y.to_numpy()))
-                    ns_ = y.index.asi8  # int64 nanoseconds: no Timestamp boxing at 20,000 series
+                    ns_ = epoch_ns(y.index)  # int64 nanoseconds (any pandas unit): no Timestamp boxing at 20,000 series
                     if len(ok) == 0 or now_ns - ns_[ok[-1]] > stale_ns:
                         rep.skipped[sid] = f"no sample in the last {s.guardrails.stale_after} (gap or stopped series)"
                     elif ns_[ok[-1]] - ns_[ok[0]] < min_hist_ns:
@@ -331,9 +332,9 @@ class ServingLoop:
             status = "new" if cached is None else "aged" if refresh is None else \
                 _cache_state(cached, y, origin, need_steps, self.step, refresh * _spread(sid))
             if cached is not None and status == "fresh":
-                forecasts[sid] = _shifted(cached, (origin.value - cached.index.asi8[0]) // self.step.value)
+                forecasts[sid] = _shifted(cached, (origin.value - epoch_ns(cached.index)[0]) // self.step.value)
             else:
-                age = (origin.value - int(cached.index.asi8[0])) if cached is not None else 0
+                age = (origin.value - int(epoch_ns(cached.index)[0])) if cached is not None else 0
                 due.append(({"surprised": 0, "new": 1, "aged": 2}[status], -age, sid))
         budget = s.loop.forecast_budget
         due.sort()
@@ -342,7 +343,7 @@ class ServingLoop:
             cached = self.cache.get(sid)
             if cached is not None and budget is not None and len(todo) >= budget and prio == 2 and \
                     refresh is not None and -neg_age < 2 * refresh.value and _covers(cached, origin, need_steps, self.step):
-                forecasts[sid] = _shifted(cached, (origin.value - cached.index.asi8[0]) // self.step.value)
+                forecasts[sid] = _shifted(cached, (origin.value - epoch_ns(cached.index)[0]) // self.step.value)
             elif budget is not None and len(todo) >= budget and prio == 1:
                 rep.skipped[sid] = f"waiting for its first forecast (forecast_budget {budget} per run)"
             else:
@@ -524,13 +525,13 @@ class ServingLoop:
             fc = self.cache.get(sid)
             if fc is None:
                 return 1.0
-            done = int((origin_ns - int(fc.index.asi8[0])) // self.step.value)  # forecast steps now in the past
+            done = int((origin_ns - int(epoch_ns(fc.index)[0])) // self.step.value)  # forecast steps now in the past
             if done <= 0:
                 return 1.0
             a = max(0, done - k)
             y = hist.series[sid]
             # the same regular grid: the observations at the forecast's steps a..done, by position
-            yi, first = y.index.asi8, int(fc.index.asi8[a])
+            yi, first = epoch_ns(y.index), int(epoch_ns(fc.index)[a])
             pos = int(np.searchsorted(yi, first))
             seen = np.full(done - a, np.nan)
             if pos < len(yi) and yi[pos] == first:
@@ -755,7 +756,7 @@ def _spread(sid: str) -> float:
 def _covers(fc: Forecast | None, origin: pd.Timestamp, need_steps: int, step: pd.Timedelta) -> bool:
     if fc is None:
         return False
-    start = int(fc.index.asi8[0])
+    start = int(epoch_ns(fc.index)[0])
     return origin.value >= start and (origin.value - start) // step.value + need_steps <= len(fc.index)
 
 
@@ -764,13 +765,13 @@ def _cache_state(fc: Forecast, y: pd.Series, origin: pd.Timestamp, need_steps: i
     """`fresh` when a cached forecast serves this run: young enough, still covering the steps the
     decisions read, and no observation since it was made above its highest quantile; else
     `surprised` or `aged`."""
-    start = int(fc.index.asi8[0])
+    start = int(epoch_ns(fc.index)[0])
     o, st = origin.value, step.value
     if not _covers(fc, origin, need_steps, step):
         return "aged"
     # observations since the forecast's first step, against its top quantile at the same steps
     # (both series are on the same regular grid: positions, not a pandas join, at 20,000 series a run)
-    yi = y.index.asi8
+    yi = epoch_ns(y.index)
     pos = int(np.searchsorted(yi, start))
     seen = y.to_numpy()[pos:]
     if len(seen):

@@ -25,6 +25,7 @@ import pandas as pd
 from autoscaler.simulation.cluster import Cluster
 from autoscaler.simulation.policies import NodeForecasts
 from autoscaler.simulation.traces import DAY_MIN, FORECAST_STEP, SIM_EPOCH, Trace
+from predictor.timestamps import epoch_ns
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ def cache_key(series: dict[str, pd.Series], days: int, model: str, quantiles: Se
                          "step": str(FORECAST_STEP)}).encode())
     for name, y in series.items():
         h.update(name.encode())
-        h.update(np.ascontiguousarray(y.index.asi8).tobytes())
+        h.update(np.ascontiguousarray(epoch_ns(y.index)).tobytes())  # the same key on any pandas
         h.update(np.ascontiguousarray(np.nan_to_num(y.to_numpy(), nan=-1.0)).tobytes())
     return h.hexdigest()[:16]
 

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from predictor.errors import InputError
+from predictor.timestamps import epoch_to_utc, median_step, to_utc_ns
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class Trace:
 
 def _regular(s: pd.Series) -> tuple[pd.Series, pd.Timedelta]:
     s = s[~s.index.duplicated()].sort_index().astype("float64")
-    step = pd.Timedelta(np.median(np.diff(s.index.asi8[:2000])), "ns") if len(s) > 2 else MINUTE
+    step = median_step(s.index[:2000]) if len(s) > 2 else MINUTE
     step = max(MINUTE, step.round("1min"))
     return s.resample(step).mean(), step
 
@@ -88,26 +89,26 @@ def read_raw(folder: str) -> dict[str, pd.Series]:
     ccc = os.path.join(folder, "cloud_cluster_capacity", "cluster_cpu_1min.csv.gz")
     if os.path.exists(ccc):
         df = pd.read_csv(ccc, usecols=["cluster", "timestamp", "cpu_usage"])
-        df["timestamp"] = pd.to_datetime(df["timestamp"], utc=True)
+        df["timestamp"] = to_utc_ns(pd.to_datetime(df["timestamp"], utc=True))
         for cl, d in df.groupby("cluster", sort=True):
             out[f"ccc/{cl}"] = pd.Series(d["cpu_usage"].to_numpy(), index=pd.DatetimeIndex(d["timestamp"]))
     for f in sorted(glob.glob(os.path.join(folder, "aiops_kpi_samples", "*.csv.gz"))):
         d = pd.read_csv(f)
         out["aiops/" + os.path.basename(f).split(".")[0]] = pd.Series(
-            d["value"].to_numpy(), index=pd.to_datetime(d["timestamp"], unit="s", utc=True))
+            d["value"].to_numpy(), index=epoch_to_utc(d["timestamp"].to_numpy(), unit="s"))
     for name in NAB_SERIES:
         f = os.path.join(folder, "nab", name + ".csv")
         if os.path.exists(f):
             d = pd.read_csv(f)
             out["nab/" + name.split("/")[1]] = pd.Series(
-                d["value"].to_numpy(), index=pd.to_datetime(d["timestamp"]).dt.tz_localize("UTC"))
+                d["value"].to_numpy(), index=pd.DatetimeIndex(to_utc_ns(pd.to_datetime(d["timestamp"]))))
     for fname, key in [("worldcup98_requests_per_minute.csv.gz", "web/worldcup98"),
                        ("nasa_http_1995_requests_per_minute.csv.gz", "web/nasa95")]:
         f = os.path.join(folder, "web_request_rates", fname)
         if os.path.exists(f):
             d = pd.read_csv(f)
             out[key] = pd.Series(d.iloc[:, 1].to_numpy(dtype=float),
-                                 index=pd.to_datetime(d.iloc[:, 0]).dt.tz_localize("UTC"))
+                                 index=pd.DatetimeIndex(to_utc_ns(pd.to_datetime(d.iloc[:, 0]))))
     return out
 
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from predictor.timestamps import epoch_ns
+
 DAY_S = 86_400.0
 WEEK_S = 7 * DAY_S
 
 
 def seconds_of(index: pd.DatetimeIndex) -> np.ndarray:
     """Seconds since the Unix epoch (UTC) as floats; 1970-01-01 was a Thursday."""
-    return index.asi8.astype(np.float64) / 1e9
+    return epoch_ns(index).astype(np.float64) / 1e9
 
 
 def fourier(seconds: np.ndarray, period_s: float, order: int) -> np.ndarray:

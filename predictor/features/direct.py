@@ -17,6 +17,7 @@ import pandas as pd
 
 from predictor.features.calendar import calendar_features
 from predictor.features.scale import level_and_scale
+from predictor.timestamps import median_step
 
 PROFILE_DAYS = 7  # same-time-of-day statistics over the last week: one of each weekday
 
@@ -130,7 +131,7 @@ def training_rows(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Stack features and scaled targets for several origins of one series (targets that are gaps
     are dropped). Each origin's features see only the `max_past` values before it."""
-    step = pd.Timedelta(y.index.freq) if y.index.freq is not None else pd.Timedelta(np.median(np.diff(y.index.asi8)), unit="ns")
+    step = pd.Timedelta(y.index.freq) if y.index.freq is not None else median_step(y.index)
     v = y.to_numpy(dtype=np.float64)
     spd = max(1, int(round(pd.Timedelta("1d") / step)))
     xs, ts = [], []

@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
 
+from predictor.timestamps import median_step
+
 
 class NotFittedError(RuntimeError):
     """predict() was called before fit()."""
@@ -72,8 +74,7 @@ def check_series(y: pd.Series) -> pd.Series:
 
 
 def infer_step(index: pd.DatetimeIndex) -> pd.Timedelta:
-    diffs = np.diff(index.asi8)
-    return pd.Timedelta(int(np.median(diffs)), unit="ns")
+    return median_step(index)
 
 
 def non_crossing(values: np.ndarray, quantiles: np.ndarray) -> np.ndarray:

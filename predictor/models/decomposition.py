@@ -14,6 +14,7 @@ import pandas as pd
 
 from predictor.history import fill_short_gaps
 from predictor.models.base import Forecaster
+from predictor.timestamps import epoch_ns
 
 
 class STLForecaster(Forecaster):
@@ -78,8 +79,9 @@ class STLForecaster(Forecaster):
         self.residuals_ = resid if len(resid) else np.zeros(1)
 
     def _to_fine(self, coarse_centered: pd.Series, index: pd.DatetimeIndex) -> np.ndarray:
-        x = coarse_centered.index.asi8.astype(float)
-        return np.interp(index.asi8.astype(float), x, coarse_centered.to_numpy(dtype=float))
+        # both in nanoseconds: the two indexes may carry different resolutions on pandas 3
+        x = epoch_ns(coarse_centered.index).astype(float)
+        return np.interp(epoch_ns(index).astype(float), x, coarse_centered.to_numpy(dtype=float))
 
     def _predict(self, horizon: int, quantiles: np.ndarray) -> np.ndarray:
         fine_index = self.future_index(horizon)

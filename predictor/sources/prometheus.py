@@ -18,6 +18,7 @@ import pandas as pd
 
 from predictor.errors import InputError, SourceError
 from predictor.history import History, regularize, validate_long
+from predictor.timestamps import epoch_to_utc
 from predictor.types import SeriesKey
 
 log = logging.getLogger(__name__)
@@ -239,7 +240,8 @@ def _to_long(df: pd.DataFrame, resource: str) -> pd.DataFrame:
             zip(df["namespace"], df["kind"], df["workload"], df["container"])]
     return pd.DataFrame({
         "series": keys,
-        "timestamp": pd.to_datetime(df["ts"].to_numpy(), unit="s", utc=True),
+        # Prometheus returns float epoch seconds; nanoseconds whatever pandas would pick
+        "timestamp": epoch_to_utc(df["ts"].to_numpy(dtype="float64"), unit="s"),
         "value": df["value"].to_numpy(),
         "namespace": df["namespace"].to_numpy(), "kind": df["kind"].to_numpy(),
         "workload": df["workload"].to_numpy(), "container": df["container"].to_numpy(), "resource": resource,

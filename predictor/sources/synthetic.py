@@ -14,6 +14,7 @@ from typing import TextIO
 import numpy as np
 import pandas as pd
 
+from predictor.timestamps import epoch_ns, utc_ns
 from predictor.types import SeriesKey
 
 GIB = 1024**3
@@ -76,14 +77,15 @@ class SyntheticCluster:
         return sorted({w.namespace for w in self.workloads})
 
     def index(self, step: pd.Timedelta | None = None) -> pd.DatetimeIndex:
-        return pd.date_range(self.start, self.end, freq=step or self.step, inclusive="left")
+        # nanoseconds whatever pandas would pick (µs on pandas 3): the grid feeds epoch arithmetic
+        return pd.date_range(self.start, self.end, freq=step or self.step, inclusive="left").as_unit("ns")
 
     def usage(self, w: Workload, resource: str, step: pd.Timedelta | None = None) -> pd.Series:
         """Total usage of workload `w` (sum over replicas) on the grid, before gaps are cut."""
         idx = self.index(step)
         salt = sum(map(ord, w.namespace + w.name + resource))
         rng = np.random.default_rng(self.seed * 1_000_003 + salt)
-        t_h = (idx.asi8 // 10**9) / 3600.0
+        t_h = (epoch_ns(idx) // 10**9) / 3600.0
         hour = t_h % 24
         weekday = idx.dayofweek.to_numpy()
         days = (idx - self.start).total_seconds().to_numpy() / 86400
@@ -123,7 +125,7 @@ class SyntheticCluster:
         Pods split their workload's usage evenly; the CPU counter integrates usage over time.
         """
         idx = self.index(scrape)
-        ts = (idx.asi8 // 10**9).astype(np.int64)
+        ts = epoch_ns(idx) // 10**9  # OpenMetrics timestamps are epoch seconds
         dt = scrape.total_seconds()
         n = 0
 
@@ -220,8 +222,7 @@ def generate_cluster(
         raise ValueError("workloads, namespaces, nodes and days must be positive")
     rng = np.random.default_rng(seed)
     step = pd.Timedelta(step)
-    end_ts = pd.Timestamp(end, tz="UTC") if end is not None and pd.Timestamp(end).tzinfo is None else (
-        pd.Timestamp(end) if end is not None else pd.Timestamp.now(tz="UTC").floor("D"))
+    end_ts = utc_ns(end) if end is not None else utc_ns(pd.Timestamp.now(tz="UTC").floor("D"))
     start = (end_ts - pd.Timedelta(days=days)).floor(step)
     ns_names = ["shop", "search", "platform", "data", "media", "ml"][:namespaces] + [f"ns{i}" for i in range(6, namespaces)]
     node_list = [Node(f"node-{i}") for i in range(nodes)]

@@ -15,7 +15,7 @@ def tidal_csv(path, days=4, series=("a", "b"), epoch=False):
     rows = []
     for i, s in enumerate(series):
         v = 2 + np.sin(2 * np.pi * (ts.hour * 60 + ts.minute) / 1440 + i) + 0.05 * np.random.default_rng(i).random(len(ts))
-        stamp = ts.asi8 // 10**9 if epoch else ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = ts.as_unit("s").asi8 if epoch else ts.strftime("%Y-%m-%dT%H:%M:%SZ")  # asi8 is µs on pandas 3
         rows.append(pd.DataFrame({"series": s, "timestamp": stamp, "value": v, "cluster": "c1"}))
     pd.concat(rows).to_csv(path, index=False)
     return ts
@@ -69,6 +69,7 @@ def test_bad_input_clear_error_and_no_output(tmp_path, name, content, args, mess
     inp = tmp_path / f"{name}.csv"
     inp.write_text(content)
     out = tmp_path / "out" / "f.csv"
+    out.parent.mkdir()  # a missing output folder is an error of its own (test_bad_inputs)
     r = run_cli("forecast", "--input", str(inp), "--output", str(out), *args)
     assert r.returncode == 2
     assert message in r.stderr
@@ -76,6 +77,54 @@ def test_bad_input_clear_error_and_no_output(tmp_path, name, content, args, mess
     assert len(r.stderr.strip().splitlines()) == 1
     assert not out.exists()
     assert not (out.parent.exists() and os.listdir(out.parent))
+
+
+def _write_history(path, kind: str, unit: str) -> pd.Timestamp:
+    """Two days of a 5-minute daily tide with timestamps as `kind` (epoch CSV, ISO with offsets,
+    Parquet naive or UTC) in `unit`; returns the expected forecast origin."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ts = pd.date_range("2024-03-01", periods=2 * 288, freq="5min", tz="UTC")
+    ns = (ts - pd.Timestamp("1970-01-01", tz="UTC")) // pd.Timedelta("1ns")  # epoch ns on any pandas
+    per = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[unit]
+    value = 2 + np.sin(2 * np.pi * np.arange(len(ts)) / 288)
+    if kind == "epoch-csv":
+        pd.DataFrame({"series": "a", "timestamp": ns // per, "value": value}).to_csv(path, index=False)
+    elif kind == "iso-offsets-csv":  # the same instants written in three offsets, as a mixed export would
+        local = [t.tz_convert(["UTC", "Europe/Berlin", "America/New_York"][i % 3]).isoformat() for i, t in enumerate(ts)]
+        pd.DataFrame({"series": "a", "timestamp": local, "value": value}).to_csv(path, index=False)
+    else:
+        col = pa.array(np.asarray(ns // per), pa.timestamp(unit, tz="UTC" if kind == "parquet-utc" else None))
+        pq.write_table(pa.table({"series": ["a"] * len(ts), "timestamp": col, "value": value}), path)
+    return ts[-1] + pd.Timedelta("5min")
+
+
+@pytest.mark.parametrize("kind,unit", [
+    *[("epoch-csv", u) for u in ("s", "ms", "us", "ns")], ("iso-offsets-csv", "s"),
+    *[(k, u) for k in ("parquet-naive", "parquet-utc") for u in ("s", "ms", "us", "ns")],
+])
+def test_every_timestamp_unit_forecasts_from_the_right_date(tmp_path, kind, unit):
+    """pandas 3 keeps s/ms/µs resolutions: each must give the real origin, not 1970 (issue 10)."""
+    inp = tmp_path / ("h.parquet" if kind.startswith("parquet") else "h.csv")
+    out = tmp_path / "f.csv"
+    origin = _write_history(str(inp), kind, unit)
+    r = run_cli("forecast", "--input", str(inp), "--output", str(out), "--horizon", "1h", "--step", "5m",
+                "--model", "seasonal_naive_daily", "--quantiles", "0.5,0.9,0.95,0.99")
+    assert r.returncode == 0, r.stderr
+    f = check_contract(str(out), ["a"], 12, origin)
+    # the daily tide continues: the first forecast step repeats the value one day earlier
+    assert abs(f["q0.5"].iloc[0] - 2.0) < 1e-6
+
+
+def test_timestamps_outside_1990_2200_exit_2(tmp_path):
+    inp, out = tmp_path / "h.csv", tmp_path / "f.csv"
+    inp.write_text("series,timestamp,value\na,2300-01-01T00:00:00Z,1\na,2300-01-01T00:05:00Z,1\n")
+    r = run_cli("forecast", "--input", str(inp), "--output", str(out))
+    assert r.returncode == 2
+    assert f"{inp} line 2: column 'timestamp' value '2300-01-01T00:00:00Z' is outside 1990..2200" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not out.exists()
 
 
 def test_existing_output_kept_when_input_is_bad(tmp_path):

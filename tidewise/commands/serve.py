@@ -20,7 +20,9 @@ the cluster from YAML, --sink file --out DIR writes one YAML per changed object 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the serving loop (VPA, predictive HPA, reclaimable resources)",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--once", action="store_true", help="run one time and exit (exit 1 when the run froze)")
+    p.add_argument("--once", action="store_true",
+                   help="run one time and exit: 1 when the run froze, a write failed, conflicted or was throttled, "
+                        "or the kill switch is missing or unreadable (an explicit stop exits 0)")
     p.add_argument("--interval", default=None, help="time between runs (default 60s)")
     p.add_argument("--apply", action="store_true", help="write to the cluster (default: dry-run, log only)")
     p.add_argument("--cluster-state", metavar="FILE", help="read the cluster from this YAML instead of the API")
@@ -40,8 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                  "or one model name (cheaper at fleet scale)")
     p.add_argument("--now", help="decision time (ISO-8601 UTC); default: wall clock for Prometheus, the end of the "
                                  "history + one step for files")
-    p.add_argument("--port", type=int, default=8080, help="/metrics /healthz /readyz port (0: off; default 8080)")
-    p.add_argument("--host", default="0.0.0.0", help="address of the metrics port (default 0.0.0.0)")
+    p.add_argument("--metrics-address", metavar="HOST:PORT",
+                   help="where /metrics /healthz /readyz listen (default 0.0.0.0:8080, every address: Prometheus "
+                        "scrapes the pod IP; 127.0.0.1:8080 for this machine only; port 0: off)")
+    p.add_argument("--port", type=int, default=None, help="the port alone (0: off; default 8080)")
+    p.add_argument("--host", default=None, help="the address alone (default 0.0.0.0)")
     p.add_argument("--no-leader-election", action="store_true", help="act without holding the Lease (one replica only)")
     p.add_argument("--identity", help="leader-election identity (default: $POD_NAME or the host name)")
     p.add_argument("--report", metavar="FILE", help="write the last run's report as JSON")
@@ -70,11 +75,27 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
     )
 
 
+def _metrics_address(args: argparse.Namespace) -> tuple[str, int]:
+    """(host, port) of /metrics: --metrics-address, or the older --host/--port pair (not both)."""
+    from autoscaler.metrics import parse_listen_address
+    from predictor.errors import InputError
+
+    if args.metrics_address is None:
+        return args.host or "0.0.0.0", 8080 if args.port is None else args.port
+    if args.host is not None or args.port is not None:
+        raise InputError("--metrics-address HOST:PORT replaces --host and --port: give one or the other")
+    try:
+        return parse_listen_address(args.metrics_address)
+    except ValueError as exc:
+        raise InputError(f"--metrics-address {exc}") from None
+
+
 def _report_dict(rep) -> dict:
     return {
         "now": str(rep.now), "outcome": rep.outcome, "reason": rep.reason, "registry": rep.registry,
         "steps": [{"name": s.name, "seconds": round(s.seconds, 4), "ok": s.ok, "detail": s.detail} for s in rep.steps],
         "writes": [{"object": r.key, "outcome": r.outcome, "detail": r.detail} for r in rep.results],
+        "problems": rep.problems(), "changed_outside": rep.drifted,
         "skipped": rep.skipped, "held": rep.held,
         "vpa": {d.key: d.reasons() for d in rep.vpa},
         "hpa": {d.key: {"minReplicas": d.min_replicas, "predicted": d.predicted, "reason": d.reason.summary()}
@@ -111,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--source file needs --input PATH (a long CSV/Parquet history)")
     if args.input and args.source != "file":
         raise InputError("--input is only used with --source file")
+    metrics_host, metrics_port = _metrics_address(args)
     if args.registry and not os.path.isdir(args.registry):
         raise InputError(f"--registry {args.registry}: no such folder")
 
@@ -166,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
         sink = DryRunSink()
 
     from autoscaler.metrics import HealthServer, Metrics
-    from autoscaler.routines.loop import FROZEN, ServingLoop
+    from autoscaler.routines.loop import ServingLoop
 
     metrics = Metrics()
     loop = ServingLoop(settings, source, cluster, sink, registry_dir=args.registry, clock=clock, metrics=metrics)
@@ -178,7 +200,13 @@ def run(args: argparse.Namespace) -> int:
             from predictor.atomic import write_text_atomic
 
             write_text_atomic(args.report, json.dumps(_report_dict(rep), indent=1, default=str))
-        return 1 if rep.outcome == FROZEN else 0
+        problems = rep.problems()
+        for line in problems[:50]:
+            print(f"  not done: {line}", file=sys.stderr)
+        if len(problems) > 50:
+            print(f"  ... and {len(problems) - 50} more (each is in the log{' and --report' if args.report else ''})",
+                  file=sys.stderr)
+        return 1 if problems else 0
 
     elector = None
     if kube is not None and args.sink == "api" and args.apply and not args.no_leader_election:
@@ -198,10 +226,16 @@ def run(args: argparse.Namespace) -> int:
     def ready() -> bool:
         return metrics.last_run_ok is True or (elector is not None and not elector.leading)
 
-    server = HealthServer(metrics, args.host, args.port, live, ready).start() if args.port else None
+    server = None
+    if metrics_port:
+        try:
+            server = HealthServer(metrics, metrics_host, metrics_port, live, ready).start()
+        except OSError as exc:
+            raise InputError(f"--metrics-address {metrics_host}:{metrics_port}: cannot listen ({exc.strerror or exc}); "
+                             f"use a free port and an address of this machine") from None
     print(f"tidewise serve: every {settings.loop.interval}, sink {sink.name}"
-          f"{' (dry-run)' if sink.name == 'dry-run' else ''}, metrics on :{server.port if server else 'off'}",
-          file=sys.stderr)
+          f"{' (dry-run)' if sink.name == 'dry-run' else ''}, "
+          f"metrics on {f'{metrics_host}:{server.port}' if server else 'off'}", file=sys.stderr)
     try:
         while not stop.is_set():
             last_tick[0] = time.monotonic()
