@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 
 import pandas as pd
 
-STOP_WORDS = {"", "stop", "true", "1", "on", "yes", "off-writes"}
+RUN_WORD = "run"  # the only content that lets writes go ahead
+STOP_WORDS = {"", "stop", "true", "1", "on", "yes", "off-writes"}  # deliberate stops (anything else stops too)
 
 
 def is_stale(history_end: pd.Timestamp | None, now: pd.Timestamp, stale_after: pd.Timedelta) -> bool:
@@ -14,16 +16,48 @@ def is_stale(history_end: pd.Timestamp | None, now: pd.Timestamp, stale_after: p
     return history_end is None or now - history_end > stale_after
 
 
-def kill_switch_engaged(path: str | None) -> bool:
-    """The global kill switch: a file (a mounted ConfigMap key) that exists and says stop (or is
-    empty). `echo stop > FILE` stops every write at the next run; `echo run > FILE` resumes."""
-    if not path or not os.path.exists(path):
-        return False
+@dataclass(frozen=True)
+class KillSwitch:
+    """What the kill-switch file says this run. `engaged` stops every write; `deliberate` tells an
+    operator's explicit stop apart from a switch that could not be read or was not understood
+    (a fault to fix, reported as a failed run by `serve --once`)."""
+
+    engaged: bool
+    deliberate: bool = False
+    reason: str = ""
+
+
+def read_kill_switch(path: str | None) -> KillSwitch:
+    """The global kill switch: a file (a mounted ConfigMap key). It fails closed: writes go ahead
+    only when the file holds exactly `run` (case and surrounding whitespace ignored). `stop` or an empty
+    file (STOP_WORDS) is a deliberate stop; any other text, a missing file, a folder or an
+    unreadable file stops writes too, as a fault. No path configured: no kill switch."""
+    if not path:
+        return KillSwitch(False)
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a folder, or a FIFO that would block the loop
+            return KillSwitch(True, False, f"kill switch {path} is not a regular file; writes stopped")
         with open(path, encoding="utf-8") as fh:
-            return fh.read().strip().lower() in STOP_WORDS
-    except OSError:
-        return True  # unreadable: the safe side is not to write
+            text = fh.read(4097)  # a switch is one word: a longer file is not `run`, whatever it starts with
+        word = text.strip().lower() if len(text) <= 4096 else "<over 4096 characters>"
+    except FileNotFoundError:
+        # deploy/serve.yaml always provides the key: a configured file that is missing is a broken
+        # mount or a typo, and guessing "run" from it would be failing open
+        return KillSwitch(True, False, f"kill switch {path} is missing (write `run` into it to allow writes)")
+    except (OSError, UnicodeDecodeError) as exc:
+        return KillSwitch(True, False, f"kill switch {path} cannot be read ({exc}); writes stopped")
+    if word == RUN_WORD:
+        return KillSwitch(False)
+    if word in STOP_WORDS:
+        return KillSwitch(True, True, f"kill switch {path} says {word!r}")
+    shown = word[:40] + ("..." if len(word) > 40 else "")
+    return KillSwitch(True, False, f"kill switch {path} says {shown!r}, not {RUN_WORD!r}: writes stopped "
+                                   f"(write `run` to allow writes, `stop` to stop them)")
+
+
+def kill_switch_engaged(path: str | None) -> bool:
+    """True when the kill switch stops writes (see `read_kill_switch`)."""
+    return read_kill_switch(path).engaged
 
 
 @dataclass

@@ -112,6 +112,9 @@ class ApiSink:
     kube: Kube
     conflict_retries: int = 3
     name: str = "api"
+    # its writes show in the next cluster read: the loop compares them there (the dry-run and file
+    # sinks leave the cluster as it was)
+    updates_cluster = True
 
     def _send(self, c: Change) -> None:
         if c.kind == "VerticalPodAutoscaler":

@@ -22,7 +22,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 import pandas as pd
 
-from autoscaler.logic.guardrails import Cooldown, is_stale, kill_switch_engaged
+from autoscaler.logic.guardrails import Cooldown, is_stale, read_kill_switch
 from autoscaler.logic.hpa import (MalformedHpa, Stabilizer, hpa_target, level_ratio, parse_hpa,
                                   predictive_min_replicas)
 from autoscaler.logic.reclaim import plan_node
@@ -31,7 +31,7 @@ from autoscaler.model.cluster import ClusterState, container_requests, meta
 from autoscaler.model.decisions import ContainerRecommendation, HpaDecision, Reason, VpaDecision
 from autoscaler.output.objects import (ANNOTATION_USER_MIN, Change, cnr_change, hpa_change, node_change, published,
                                        resource_recommend_change, vpa_change)
-from autoscaler.output.sinks import DRY_RUN, WRITTEN, Sink, WriteResult
+from autoscaler.output.sinks import DRY_RUN, NOT_FOUND, WRITTEN, Sink, WriteResult
 from autoscaler.quantity import to_units
 from autoscaler.settings import ServeSettings
 from predictor.durations import parse_duration as _parse_duration
@@ -82,9 +82,27 @@ class RunReport:
     skipped: dict[str, str] = field(default_factory=dict)  # object or series -> why no decision
     held: dict[str, str] = field(default_factory=dict)  # change -> guardrail that held it back
     registry: str = "none"
+    # objects whose written part changed outside Tidewise since the last write: decided and written again
+    drifted: dict[str, str] = field(default_factory=dict)
+    kill_deliberate: bool = False  # KILLED by an operator's explicit `stop`, not by an unreadable switch
 
     def count(self, outcome: str) -> int:
         return sum(1 for r in self.results if r.outcome == outcome)
+
+    def failed_writes(self) -> list[WriteResult]:
+        """Writes that did not land: failed, conflicting, throttled, forbidden. An object deleted
+        between the read and the write (not-found) is not one: nothing is left to decide for."""
+        return [r for r in self.results if r.outcome not in (WRITTEN, DRY_RUN, NOT_FOUND)]
+
+    def problems(self) -> list[str]:
+        """Why this run fell short (empty for a good one; `serve --once` exits 1 on any): a frozen
+        run decided nothing, a kill switch that is not a deliberate `stop` is a fault, and every
+        write that did not land is named."""
+        out = []
+        if self.outcome == FROZEN or (self.outcome == KILLED and not self.kill_deliberate):
+            out.append(f"{self.outcome}: {self.reason}")
+        out.extend(f"{r.key}: {r.outcome}{' (' + r.detail + ')' if r.detail else ''}" for r in self.failed_writes())
+        return out
 
     def summary(self) -> str:
         if self.outcome != OK:
@@ -94,7 +112,8 @@ class RunReport:
             by[r.outcome] = by.get(r.outcome, 0) + 1
         return (f"{len(self.vpa)} VPA, {len(self.hpa)} HPA, {len(self.reclaim)} node decisions; "
                 f"{len(self.changes)} changes ({', '.join(f'{k} {v}' for k, v in sorted(by.items())) or 'none written'}); "
-                f"{len(self.skipped)} skipped, {len(self.held)} held by guardrails")
+                f"{len(self.skipped)} skipped, {len(self.held)} held by guardrails"
+                + (f", {len(self.drifted)} changed outside Tidewise" if self.drifted else ""))
 
 
 @dataclass
@@ -149,6 +168,9 @@ class ServingLoop:
         # VPA -> (container, resource) -> target this loop last wrote (fresher than a cluster read)
         self.vpa_written: dict[str, dict[tuple[str, str], int]] = {}
         self.last_written: dict[str, str] = {}  # object -> fingerprint of the last patch written
+        # object -> the part of it this loop writes, as the cluster should show it until someone
+        # else changes it (see _forget_changed_outside); checked against every cluster read
+        self.observed: dict[str, Any] = {}
         self.cache: dict[str, Forecast] = {}  # series -> last forecast (see LoopSettings.forecast_refresh)
         self.cache_generation: tuple[Any, ...] | None = None
         self.failures = 0
@@ -259,8 +281,42 @@ class ServingLoop:
         except Exception as exc:  # noqa: BLE001
             raise Freeze(f"cluster could not be read: {exc}") from exc
         ctx["state"] = state
+        self._forget_changed_outside(state, rep)
         return f"{len(state.vpas)} VPA, {len(state.hpas)} HPA, {len(state.workloads)} workloads, " \
                f"{len(state.pods)} pods, {len(state.nodes)} nodes"
+
+    def _forget_changed_outside(self, state: ClusterState, rep: RunReport) -> None:
+        """The loop's memory of its writes (fingerprints, VPA targets, node plans) holds only while
+        the cluster still shows the object as that write left it. One whose written part was cleared
+        or edited since (a VPA status wiped, an HPA floor lowered by hand, a node's extended
+        resources reset) is forgotten: this run decides it from the cluster as it is and writes it
+        again. Deleted objects are forgotten too."""
+        if not self.observed:
+            return
+        live: dict[str, Any] = {}
+        for kind, objs in (("VerticalPodAutoscaler", state.vpas), ("HorizontalPodAutoscaler", state.hpas),
+                           ("Node", state.nodes)):
+            for o in objs:
+                m = meta(o)
+                key = f"{kind}/{m['namespace']}/{m.get('name')}" if m.get("namespace") else f"{kind}/{m.get('name')}"
+                if key in self.observed:
+                    live[key] = o
+        for key, expected in list(self.observed.items()):
+            kind = key.split("/", 1)[0]
+            obj = live.get(key)
+            seen = _observed(kind, obj, self.settings.reclaim) if obj is not None else None
+            if obj is not None and seen == expected:
+                continue
+            del self.observed[key]
+            self.last_written.pop(key, None)
+            self.vpa_written.pop(key, None)
+            if kind == "Node":
+                self.reclaim_prev.pop(key.split("/", 1)[1], None)
+            if obj is not None:
+                what = _OBSERVED[kind]
+                rep.drifted[key] = f"{what} is {json.dumps(seen, default=str)[:200]}, not what Tidewise last wrote"
+                log.warning("%s: %s changed outside Tidewise since the last write; deciding it again from the cluster",
+                            key, what)
 
     def _needed_steps(self) -> int:
         """Forecast steps every decision reads: the longest of the VPA bound window, the HPA's
@@ -625,6 +681,7 @@ class ServingLoop:
         hpas = {f"{meta(h).get('namespace', 'default')}/{meta(h)['name']}": h for h in state.hpas}
         nodes = {meta(n)["name"]: n for n in state.nodes}
         changes: list[Change] = []
+        before: dict[str, Any] = ctx.setdefault("before", {})  # change -> the live object it was made against
         min_change = self.settings.vpa.min_change
         for d in rep.vpa:
             vpa = vpas[f"{d.namespace}/{d.name}"]
@@ -634,6 +691,7 @@ class ServingLoop:
                 continue  # every target within the dead-band of the one published: not worth a write
             c = vpa_change(vpa, d, now_iso)
             if c is not None:
+                before[c.key] = vpa
                 c.safe_direction = all(t >= (prev.get(k) or 0) for k, t in new.items())
                 changes.append(c)
                 if self.settings.vpa.write_resource_recommend:
@@ -641,11 +699,13 @@ class ServingLoop:
         for h in rep.hpa:
             c = hpa_change(hpas[f"{h.namespace}/{h.name}"], h)
             if c is not None:
+                before[c.key] = hpas[f"{h.namespace}/{h.name}"]
                 changes.append(c)
         for p in rep.reclaim:
             if self.settings.reclaim.write_node_status:
                 c = node_change(nodes[p.node], p, self.settings.reclaim)
                 if c is not None:
+                    before[c.key] = nodes[p.node]
                     changes.append(c)
             if self.settings.reclaim.write_cnr:
                 changes.append(cnr_change(p, self.settings.reclaim, now_iso))
@@ -658,11 +718,12 @@ class ServingLoop:
             else:
                 rep.held[c.key] = f"cool-down {self.settings.guardrails.cooldown} since the last write"
         rep.changes = allowed
-        if kill_switch_engaged(self.settings.guardrails.kill_switch_file):
-            rep.outcome, rep.reason = KILLED, f"kill switch {self.settings.guardrails.kill_switch_file} engaged"
+        switch = read_kill_switch(self.settings.guardrails.kill_switch_file)
+        if switch.engaged:
+            rep.outcome, rep.reason, rep.kill_deliberate = KILLED, switch.reason, switch.deliberate
             for c in allowed:
                 rep.held[c.key] = "kill switch"
-            log.warning("kill switch engaged: %d changes not written", len(allowed))
+            (log.warning if switch.deliberate else log.error)("%s: %d changes not written", switch.reason, len(allowed))
         return f"{len(allowed)} changes, {len(rep.held)} held"
 
     def _step_write(self, rep: RunReport, ctx: dict[str, Any]) -> str:
@@ -684,11 +745,20 @@ class ServingLoop:
                 results = list(pool.map(write, rep.changes))
         else:
             results = [write(c) for c in rep.changes]
+        # a write that reached the cluster shows there from the next read; a dry run or a review file
+        # leaves the cluster as it was, so the next read should still show the object as it was
+        lands = bool(getattr(self.sink, "updates_cluster", False))
+        before = ctx.get("before", {})
         for c, res in zip(rep.changes, results):
             rep.results.append(res)
+            if res.outcome not in (WRITTEN, DRY_RUN, NOT_FOUND):
+                log.error("%s not written: %s %s", c.key, res.outcome, res.detail)
             if res.outcome in (WRITTEN, DRY_RUN):
                 self.cooldown.record(c.key, now)
                 self.last_written[c.key] = _fingerprint(c)
+                shown = c.obj if lands and res.outcome == WRITTEN else before.get(c.key)
+                if c.kind in _OBSERVED and shown is not None:
+                    self.observed[c.key] = _observed(c.kind, shown, self.settings.reclaim)
                 if c.kind == "VerticalPodAutoscaler":
                     d = vpa_by_key[c.key]
                     self.vpa_written[c.key] = {(cr.container, r): v.target for cr in d.containers
@@ -723,6 +793,27 @@ def _published_vpa(vpa: dict[str, Any]) -> dict[tuple[str, str], int]:
             except ValueError:
                 pass
     return out
+
+
+# the part of each kind that the loop writes and compares with each cluster read (other kinds are
+# not read back: CNRs and ResourceRecommends rely on the fingerprint memory alone)
+_OBSERVED = {"VerticalPodAutoscaler": "status.recommendation", "HorizontalPodAutoscaler": "spec.minReplicas",
+             "Node": "status.allocatable reclaimed resources"}
+
+
+def _observed(kind: str, obj: dict[str, Any], reclaim: Any) -> Any:
+    """What the cluster shows of the part of `obj` the loop writes (compared by equality)."""
+    if kind == "VerticalPodAutoscaler":
+        status = obj.get("status")
+        rec = status.get("recommendation") if isinstance(status, dict) else None
+        return rec.get("containerRecommendations") if isinstance(rec, dict) else None
+    if kind == "HorizontalPodAutoscaler":
+        spec = obj.get("spec")
+        return spec.get("minReplicas", 1) if isinstance(spec, dict) else None
+    status = obj.get("status")
+    alloc = status.get("allocatable") if isinstance(status, dict) else None
+    alloc = alloc if isinstance(alloc, dict) else {}
+    return [alloc.get(reclaim.millicpu_name), alloc.get(reclaim.memory_name)]
 
 
 def _steps(text: str, step: pd.Timedelta) -> int:

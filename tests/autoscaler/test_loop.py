@@ -273,6 +273,56 @@ def test_kill_switch_stops_every_write(objects, history, tmp_path):
     assert loop_for(objects, history, sink, settings=s).run_once().outcome == OK and sink.written
 
 
+@pytest.mark.parametrize("text,deliberate", [
+    ("halt\n", False), ("STOP", True), ("", True), ("run please", False), ("runn", False), ("0", False),
+    ("false", False), ("off", False), ("run\n" + " " * 5000 + "x", False),
+])
+def test_kill_switch_fails_closed_on_anything_but_run(objects, history, tmp_path, text, deliberate):
+    switch = tmp_path / "kill"
+    switch.write_text(text)
+    s = fast_settings()
+    s.guardrails.kill_switch_file = str(switch)
+    sink = DryRunSink()
+    rep = loop_for(objects, history, sink, settings=s).run_once()
+    assert rep.outcome == KILLED and rep.results == [] and sink.changes == []
+    assert rep.kill_deliberate is deliberate
+    # a deliberate stop is an operator's choice; anything else is a fault that `serve --once` reports
+    assert bool(rep.problems()) is not deliberate
+
+
+@pytest.mark.parametrize("text", ["run", " RUN \n", "Run\r\n"])
+def test_kill_switch_run_allows_writes(objects, history, tmp_path, text):
+    switch = tmp_path / "kill"
+    switch.write_text(text)
+    s = fast_settings()
+    s.guardrails.kill_switch_file = str(switch)
+    rep = loop_for(objects, history, settings=s).run_once()
+    assert rep.outcome == OK and rep.results and rep.problems() == []
+
+
+@pytest.mark.parametrize("make", ["missing", "folder", "fifo", "not utf-8"])
+def test_kill_switch_that_cannot_be_read_stops_writes(objects, history, tmp_path, make):
+    switch = tmp_path / "kill"
+    if make == "folder":
+        switch.mkdir()
+    elif make == "fifo":
+        os.mkfifo(switch)  # opening it would block the loop: refused without opening
+    elif make == "not utf-8":
+        switch.write_bytes(b"\xffrun")
+    s = fast_settings()
+    s.guardrails.kill_switch_file = str(switch)
+    sink = DryRunSink()
+    rep = loop_for(objects, history, sink, settings=s).run_once()
+    assert rep.outcome == KILLED and sink.changes == [] and not rep.kill_deliberate
+    assert str(switch) in rep.reason and rep.problems()
+
+
+def test_no_kill_switch_configured_means_none(objects, history):
+    s = fast_settings()
+    assert s.guardrails.kill_switch_file is None
+    assert loop_for(objects, history, settings=s).run_once().outcome == OK
+
+
 def test_cooldown_holds_a_second_write_of_the_same_object(objects, history):
     loop = loop_for(objects, history)
     first = loop.run_once()

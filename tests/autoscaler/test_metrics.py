@@ -1,15 +1,25 @@
 """/metrics, /healthz, /readyz on one port, each test with a fresh registry."""
 from __future__ import annotations
 
+import ipaddress
+import signal
+import socket
+import subprocess
+import sys
+import time
 import urllib.error
 import urllib.request
 
+import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from autoscaler.metrics import HealthServer, Metrics
+from autoscaler.metrics import HealthServer, Metrics, parse_listen_address
 from autoscaler.output.sinks import DryRunSink
 from autoscaler.routines.loop import ServingLoop
-from tests.autoscaler.conftest import fast_settings, StaticCluster, source_of
+from predictor.history import write_long
+from tests.autoscaler.conftest import ROOT, fast_settings, StaticCluster, source_of
+from tests.conftest import run_cli
 
 
 def get(url):
@@ -56,3 +66,97 @@ def test_each_metrics_object_has_its_own_registry():
     a.min_replicas.labels("ns", "x").set(3)
     assert b"tidewise_min_replicas{" in a.exposition()
     assert b"tidewise_min_replicas{" not in b.exposition()
+
+
+# --metrics-address -------------------------------------------------------------------------------
+@pytest.mark.parametrize("text,expected", [
+    ("127.0.0.1:8080", ("127.0.0.1", 8080)), ("0.0.0.0:9100", ("0.0.0.0", 9100)), (":8080", ("0.0.0.0", 8080)),
+    ("[::1]:8080", ("::1", 8080)), ("127.0.0.1:0", ("127.0.0.1", 0)),
+])
+def test_metrics_address_parses(text, expected):
+    assert parse_listen_address(text) == expected
+
+
+@pytest.mark.parametrize("text", ["8080", "127.0.0.1", "127.0.0.1:http", "127.0.0.1:70000", "::1:8080", ""])
+def test_a_bad_metrics_address_is_refused(text):
+    with pytest.raises(ValueError):
+        parse_listen_address(text)
+
+
+def listening(port: int) -> list[str]:
+    """Local addresses of the sockets LISTENing on `port`, from the kernel's own tables."""
+    out = []
+    for table, width in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            addr, p = local.split(":")
+            if state == "0A" and int(p, 16) == port:  # 0A: TCP_LISTEN
+                raw = bytes.fromhex(addr)
+                # the kernel prints each 32-bit word in host (little-endian) order
+                words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                out.append(str(ipaddress.ip_address(words)))
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def serve_inputs(small, objects, tmp_path):
+    history = tmp_path / "history.parquet"
+    write_long(small[1], str(history))
+    state = tmp_path / "cluster-state.yaml"
+    state.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}))
+    return ["serve", "--cluster-state", str(state), "--source", "file", "--input", str(history),
+            "--model", "seasonal_naive_daily", "--interval", "1h"]
+
+
+def test_metrics_address_loopback_listens_on_loopback_only(serve_inputs):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tidewise", *serve_inputs, "--metrics-address", f"127.0.0.1:{port}"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        up = False
+        for _ in range(600):  # until the process listens (or dies): a readiness wait, not a timing assertion
+            if proc.poll() is not None:
+                break
+            try:
+                up = get(f"http://127.0.0.1:{port}/healthz")[0] == 200
+            except OSError:
+                up = False
+            if up:
+                break
+            time.sleep(0.2)
+        assert up, proc.communicate(timeout=30)[1] if proc.poll() is not None else "never answered"
+        assert listening(port) == ["127.0.0.1"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert f"metrics on 127.0.0.1:{port}" in err
+
+
+def test_the_default_still_listens_on_every_address():
+    server = HealthServer(Metrics(), "0.0.0.0", 0).start()
+    try:
+        assert listening(server.port) == ["0.0.0.0"]
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--metrics-address", "localhost"], "--metrics-address 'localhost' is not HOST:PORT"),
+    (["--metrics-address", "127.0.0.1:9", "--port", "9"], "--metrics-address HOST:PORT replaces --host and --port"),
+    (["--metrics-address", "192.0.2.1:9"], "--metrics-address 192.0.2.1:9: cannot listen"),
+])
+def test_a_bad_metrics_address_is_one_line_and_exit_2(serve_inputs, extra, message):
+    proc = run_cli(*serve_inputs, *extra)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
