@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Sequence
 
 from node_enforcer.cgroups import CgroupDriver
-from node_enforcer.checkpoint import Restored, restore, save_checkpoint
+from node_enforcer.checkpoint import Restored, path_problem, restore, save_checkpoint
 from node_enforcer.enforce import EnforceReport, enforce
 from node_enforcer.eviction import Eviction, EvictionSettings, Evictor, Pressure, read_pressure, triggers
 from node_enforcer.pods import Pod
@@ -117,6 +117,14 @@ class Agent:
             res.error = f"pod source failed, node left as it is: {exc}"
             log.error(res.error)
             return res
+        if not self.writer.dry_run and self.s.checkpoint:
+            # checked before any cgroup write: enforcing without being able to save the allocation
+            # would move dedicated pods after the next restart (and used to crash after the writes)
+            problem = path_problem(self.s.checkpoint)
+            if problem:
+                res.error = f"checkpoint {self.s.checkpoint}: {problem}; nothing enforced"
+                log.error(res.error)
+                return res
         state["reclaim"] = step("reclaim", self.reclaim)
         if self.previous is None:
             res.restored = step("restore", lambda: restore(self.s.checkpoint, self.s.node, pods, self.driver,
@@ -133,7 +141,11 @@ class Agent:
         self._refusals_logged = {r.uid for r in alloc.refused}
         res.report = step("enforce", lambda: enforce(alloc, pods, self.driver, self.writer, self.s.proc_root))
         if not self.writer.dry_run and self.s.checkpoint:
-            res.checkpoint_written = step("checkpoint", lambda: save_checkpoint(self.s.checkpoint, self.s.node, alloc))
+            try:
+                res.checkpoint_written = step("checkpoint", lambda: save_checkpoint(self.s.checkpoint, self.s.node, alloc))
+            except (OSError, TidewiseError) as exc:  # e.g. the disk filled since the check: report, retry next pass
+                res.error = f"checkpoint {self.s.checkpoint} not saved: {exc}"
+                log.error(res.error)
         self.previous = dict(alloc.dedicated)
         self.last = alloc
         if self.evictor is not None:

@@ -3,7 +3,10 @@
 A restarted agent restores the allocation from it, so that it neither moves a running dedicated
 pod nor hands its cores to another. A checkpoint that is missing, unreadable, fails its checksum or
 was written for another node is rebuilt from the cgroups (each dedicated pod's `cpuset.cpus`), never
-a crash. It is rewritten only when the allocation changed (a no-op reconcile writes nothing).
+a crash. It is rewritten only when the allocation changed (a no-op reconcile writes nothing) or
+the file on disk is not a verified copy of it (a corrupted payload is replaced on the next save).
+Before any cgroup write the agent checks that the checkpoint can be saved (`path_problem`): an
+agent that enforces but cannot save would move dedicated pods after its next restart.
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -51,16 +55,48 @@ def payload_of(node: str, allocation: CpuAllocation) -> dict[str, Any]:
     }
 
 
+def path_problem(path: str) -> str | None:
+    """Why the checkpoint could not be saved at `path` (None when it can): the path must be a
+    regular file or absent, in a folder this process may write (or whose parent it may create it in)."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):  # absent (the folder checks below say whether it can be made)
+        st = None
+    except OSError as exc:
+        return f"cannot be checked ({exc.strerror})"
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        return f"is {kind}; give a file path (the checkpoint is written through a temporary file and a rename)"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        if os.path.exists(folder):
+            return f"{folder} is not a folder"
+        parent = os.path.dirname(folder)
+        if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+            return f"folder {folder} does not exist and cannot be created"
+        return None  # saving creates the one missing folder
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"folder {folder} is not writable (read-only mount or permissions)"
+    return None
+
+
 def save_checkpoint(path: str, node: str, allocation: CpuAllocation) -> bool:
-    """Write the checkpoint if its content changed; returns whether it wrote."""
+    """Write the checkpoint unless the file already holds this allocation, verified: its stored
+    payload must hash to its stored checksum too, so that a corrupted payload under an intact
+    checksum is replaced, not trusted. Returns whether it wrote."""
     payload = payload_of(node, allocation)
     digest = _digest(payload)
     try:
         with open(path, encoding="utf-8") as fh:
-            if json.load(fh).get("sha256") == digest:
+            old = json.load(fh)
+        if old.get("sha256") == digest:
+            if _digest(old.get("payload")) == digest:
                 return False
-    except (OSError, ValueError, AttributeError):
+            log.warning("checkpoint %s: its payload does not match its checksum; discarded and rewritten", path)
+    except FileNotFoundError:
         pass
+    except (OSError, ValueError, AttributeError, TypeError) as exc:
+        log.warning("checkpoint %s is unreadable (%s); rewritten", path, exc)
     doc = {"sha256": digest, "saved": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "payload": payload}
     write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
@@ -72,6 +108,8 @@ def load_checkpoint(path: str, node: str) -> dict[str, frozenset[int]] | None:
     """The dedicated allocation saved in `path`; None when there is no file; CheckpointError when corrupt."""
     if not os.path.exists(path):
         return None
+    if not os.path.isfile(path):  # a folder, or a FIFO whose open would block the agent
+        raise CheckpointError(f"checkpoint {path} is not a regular file")
     try:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)

@@ -95,3 +95,82 @@ def test_checkpoint_entries_of_gone_pods_are_dropped(tmp_path, two_socket):
     save_checkpoint(str(tmp_path / "ck.json"), "n1", alloc)
     r = restore(str(tmp_path / "ck.json"), "n1", pods[1:], V2Driver(str(tmp_path)), FileWriter())
     assert set(r.dedicated) == {pods[1].uid}
+
+
+# issue 10: a corrupted payload under an intact checksum; a checkpoint path that is a folder ------
+def _corrupt_payload_keep_checksum(path):
+    doc = json.loads(path.read_text())
+    first = next(iter(doc["payload"]["dedicated"]))
+    doc["payload"]["dedicated"][first] = "0-63"  # another pod's cores, say: the checksum no longer matches
+    path.write_text(json.dumps(doc))
+    return doc["sha256"]
+
+
+def test_a_corrupted_payload_under_an_intact_checksum_is_rewritten(tmp_path, two_socket):
+    _, alloc = _setup(tmp_path, two_socket)
+    path = tmp_path / "ck.json"
+    save_checkpoint(str(path), "n1", alloc)
+    stored = _corrupt_payload_keep_checksum(path)
+    with pytest.raises(CheckpointError, match="checksum"):
+        load_checkpoint(str(path), "n1")
+    # the same allocation again: the stored checksum equals the new one, but the file is not a copy of it
+    assert save_checkpoint(str(path), "n1", alloc) is True
+    assert load_checkpoint(str(path), "n1") == dict(alloc.dedicated)
+    assert json.loads(path.read_text())["sha256"] == stored
+    assert save_checkpoint(str(path), "n1", alloc) is False  # and once repaired, left alone
+
+
+def test_the_agent_repairs_a_corrupted_checkpoint_on_its_next_pass(tmp_path, two_socket):
+    from tests.node_enforcer.test_agent import _agent
+
+    pods = [make_pod("db", DED, cpu="4"), make_pod("web", cpu="2")]
+    _agent(tmp_path, two_socket, pods).reconcile_once()
+    path = tmp_path / "ck.json"
+    _corrupt_payload_keep_checksum(path)
+    restarted = _agent(tmp_path, two_socket, pods)
+    res = restarted.reconcile_once()
+    assert res.error is None and res.restored.source == "cgroups" and "checksum" in res.restored.reason
+    assert res.checkpoint_written
+    assert load_checkpoint(str(path), "n1") == dict(res.allocation.dedicated)
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda p: p.mkdir(), "is a folder"),
+    (lambda p: os.mkfifo(p), "not a regular file"),
+    (lambda p: (p.parent / "file").write_text("x") or None, None),
+])
+def test_an_unusable_checkpoint_path_stops_the_agent_before_any_cgroup_write(tmp_path, two_socket, make, message):
+    from node_enforcer.agent import Agent, EnforcerSettings
+    from node_enforcer.writers import FileWriter
+
+    pods = [make_pod("db", DED, cpu="4"), make_pod("web", cpu="2")]
+    cg = str(tmp_path / "cg")
+    v2_tree(cg, pods)
+    before = {os.path.join(d, f): open(os.path.join(d, f)).read() for d, _, fs in os.walk(cg) for f in fs}
+    ck = tmp_path / "ck"
+    make(ck)
+    if message is None:  # a checkpoint under a path whose folder is a file
+        ck = tmp_path / "file" / "ck.json"
+        message = "is not a folder"
+    agent = Agent(EnforcerSettings(node="n1", checkpoint=str(ck)), two_socket, lambda: pods, V2Driver(cg), FileWriter())
+    res = agent.reconcile_once()  # no exception
+    assert res.error is not None and message in res.error and str(ck) in res.error
+    assert res.report is None and not res.checkpoint_written
+    after = {os.path.join(d, f): open(os.path.join(d, f)).read() for d, _, fs in os.walk(cg) for f in fs}
+    assert after == before  # not one cgroup file written
+
+
+def test_path_problem_accepts_a_file_or_a_new_name(tmp_path):
+    from node_enforcer.checkpoint import path_problem
+
+    assert path_problem(str(tmp_path / "ck.json")) is None
+    (tmp_path / "ck.json").write_text("{}")
+    assert path_problem(str(tmp_path / "ck.json")) is None
+    assert path_problem(str(tmp_path / "new" / "ck.json")) is None  # the one missing folder is created on save
+    assert "cannot be created" in path_problem(str(tmp_path / "a" / "b" / "ck.json"))
+
+
+def test_a_fifo_at_the_checkpoint_path_is_refused_without_opening_it(tmp_path):
+    os.mkfifo(tmp_path / "ck.json")  # opening it for reading would block the agent forever
+    with pytest.raises(CheckpointError, match="not a regular file"):
+        load_checkpoint(str(tmp_path / "ck.json"), "n1")
