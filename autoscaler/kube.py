@@ -215,6 +215,10 @@ class Kube:
         return self.call(f"patch node {name}/status", self.core.patch_node_status, name, body,
                          _content_type=MERGE_PATCH)
 
+    def patch_node(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Metadata only (the reclaim-plan annotation): RBAC `patch` on nodes."""
+        return self.call(f"patch node {name}", self.core.patch_node, name, body, _content_type=MERGE_PATCH)
+
     def patch_cnr_status(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         g, v, p = CNR
         return self.call(f"patch customnoderesource {name}/status", self.custom.patch_cluster_custom_object_status,

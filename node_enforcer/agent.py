@@ -12,7 +12,7 @@ import datetime as dt
 import logging
 import time
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from node_enforcer.cgroups import CgroupDriver
 from node_enforcer.checkpoint import Restored, path_problem, restore, save_checkpoint
@@ -49,7 +49,10 @@ class EnforcerSettings:
     # own file (e.g. kubepods' memory.pressure on v2) measures the pods' stalls only.
     psi_path: str | None = None
     checkpoint: str = "/var/lib/tidewise/enforcer-checkpoint.json"
-    reclaim_plan: str | None = None  # the serving loop's ReclaimPlan for this node (JSON)
+    reclaim_plan: str | None = None  # the serving loop's ReclaimPlan for this node (JSON file)
+    # where the plan comes from: api (this Node's tidewise.io/reclaim-plan annotation, written by
+    # `tidewise serve --apply`), file (reclaim_plan), none; "" = file when reclaim_plan is set, else none
+    reclaim_plan_from: str = ""
     interval_seconds: float = 5.0  # reconcile period: cgroups drift (kubelet rewrites) within seconds
     dry_run: bool = False  # cgroup writes: print the diff instead
     # policy
@@ -172,11 +175,16 @@ class Agent:
 
 
 def reclaim_loader(path: str | None, node: str,
-                   now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)
+                   now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc),
+                   annotations: Callable[[], Mapping[str, str]] | None = None,
                    ) -> Callable[[], ReclaimLike | None]:
-    """Re-read the plan file every pass (the publisher rewrites it); an expired or unreadable plan
-    is ignored with a warning, so the pools fall back to requests and the reclaim floor."""
-    from node_enforcer.reclaim import load_reclaim_plan
+    """Re-read the plan every pass (the publisher rewrites it): from the node's annotation when
+    `annotations` is given (it returns this Node's annotations), else from the file at `path`.
+
+    Fails closed: a plan that is missing, unreadable, malformed, another node's or expired is
+    refused with a warning (once per distinct reason) and replaced by `zero_plan` — the reclaim pool
+    keeps only its floor. No source at all (no path, no annotations) means no plan: None."""
+    from node_enforcer.reclaim import load_reclaim_plan, plan_from_annotation, zero_plan, PLAN_ANNOTATION
 
     last: list[str] = [""]
 
@@ -184,17 +192,24 @@ def reclaim_loader(path: str | None, node: str,
         log.log(logging.DEBUG if msg == last[0] else logging.WARNING, msg)
         last[0] = msg
 
+    def read(at: dt.datetime) -> ReclaimLike:
+        if annotations is not None:
+            return plan_from_annotation(annotations().get(PLAN_ANNOTATION), node, at)
+        p = load_reclaim_plan(path or "", node or None)
+        if p.expired(at):
+            raise TidewiseError(f"reclaim plan {path}: its window ({p.window_start} + {p.window_seconds} s) "
+                                "has passed")
+        return p
+
     def load() -> ReclaimLike | None:
-        if not path:
+        if annotations is None and not path:
             return None
+        at = now()
         try:
-            p = load_reclaim_plan(path, node or None)
+            p = read(at)
         except TidewiseError as exc:
-            warn(f"reclaim plan ignored (pools follow requests and the floor): {exc}")
-            return None
-        if p.expired(now()):
-            warn(f"reclaim plan {path} ignored: its window ({p.window_start} + {p.window_seconds} s) has passed")
-            return None
+            warn(f"reclaim plan refused, reclaiming nothing beyond the floor: {exc}")
+            return zero_plan(node, at)
         last[0] = ""
         return p
 

@@ -1,5 +1,5 @@
-"""The node agent's own thin wrapper over the official `kubernetes` client: list this node's pods
-and evict a pod through the Eviction API. Nothing else in `node_enforcer` touches the client, and
+"""The node agent's own thin wrapper over the official `kubernetes` client: list this node's pods,
+read its own Node's annotations (the reclaim plan) and evict a pod through the Eviction API. Nothing else in `node_enforcer` touches the client, and
 `kubernetes` is imported only when a `KubeApi` is made (the agent with `--pods-from file` never
 loads it). Errors map to a small tree: NotFound, Conflict, TooManyRequests (a PodDisruptionBudget
 refused the eviction), Forbidden.
@@ -75,6 +75,16 @@ class KubeApi:
         except Exception as exc:  # ApiException, urllib3 errors, bad JSON: one mapped error
             raise _mapped(exc, f"list pods of node {node}") from exc
         return pods_from_objects(data, node)
+
+    def node_annotations(self, node: str) -> dict[str, str]:
+        """This node's `metadata.annotations` (RBAC: `get` on nodes), read as plain JSON."""
+        try:
+            resp = self._core.read_node(node, _preload_content=False, _request_timeout=10)
+            data = json.loads(resp.data)  # type: ignore[attr-defined]  # raw urllib3 response
+            annotations = (data.get("metadata") or {}).get("annotations") or {}
+        except Exception as exc:  # ApiException, urllib3 errors, bad JSON: one mapped error
+            raise _mapped(exc, f"get node {node}") from exc
+        return {str(k): str(v) for k, v in annotations.items()}
 
     def eviction_body(self, namespace: str, name: str, dry_run: bool) -> dict[str, Any]:
         body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",

@@ -1,6 +1,17 @@
-"""The reclaim plan the serving loop publishes for this node (`--reclaim-plan FILE`).
+"""The reclaim plan the serving loop publishes for this node.
 
-The file holds `predictor.types.ReclaimPlan.to_dict()`. It is read into `ReclaimInput`, a small
+Two sources. In a cluster (`--reclaim-plan-from api`, what deploy/enforcer-daemonset.yaml runs):
+`tidewise serve --apply` writes it to the node's own `tidewise.io/reclaim-plan` annotation
+(autoscaler/output/objects.py `plan_document`: schema version, generated-at, valid-until, totals
+and per-NUMA amounts) and the agent reads it with a `get` of its Node. Offline (`--reclaim-plan
+FILE`): a file holding `predictor.types.ReclaimPlan.to_dict()`.
+
+A plan the agent cannot trust — missing, malformed, another schema, another node's, not yet valid
+or past its `valid_until` — is refused and replaced by `zero_plan` (reclaim nothing beyond the
+pool's floor): the agent fails closed instead of lending the online pods' room on stale numbers.
+
+The annotation's name and schema are copied here from autoscaler/output/objects.py, since the agent
+must not import autoscaler; tests/integration/test_plan_delivery.py checks that both ends agree. It is read into `ReclaimInput`, a small
 frozen copy of the fields the policy uses, rather than into `ReclaimPlan` itself: importing
 `predictor.types` pulls in numpy and pandas (about 120 MiB of resident memory), which the
 per-node agent must not pay (its budget is 80 MiB). The policy accepts either type.
@@ -36,10 +47,57 @@ class ReclaimInput:
     numa: Mapping[int, NumaInput] = field(default_factory=dict)
 
     def expired(self, now: dt.datetime) -> bool:
-        start = dt.datetime.fromisoformat(self.window_start.replace("Z", "+00:00"))
-        if start.tzinfo is None:
-            start = start.replace(tzinfo=dt.timezone.utc)
-        return now >= start + dt.timedelta(seconds=self.window_seconds)
+        return now >= _utc(self.window_start) + dt.timedelta(seconds=self.window_seconds)
+
+
+PLAN_ANNOTATION = "tidewise.io/reclaim-plan"
+PLAN_SCHEMA = 1
+CLOCK_SKEW = dt.timedelta(minutes=5)  # a plan "generated" up to this far ahead of our clock is accepted
+
+
+def _utc(text: str) -> dt.datetime:
+    t = dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t
+
+
+def zero_plan(node: str, now: dt.datetime) -> ReclaimInput:
+    """What a refused plan is replaced by: nothing to reclaim (the policy keeps its floor)."""
+    return ReclaimInput(node=node, window_start=now.strftime("%Y-%m-%dT%H:%M:%SZ"), window_seconds=0,
+                        reclaimed_millicpu=0, reclaimed_memory_bytes=0)
+
+
+def plan_from_annotation(text: str | None, node: str, now: dt.datetime) -> ReclaimInput:
+    """Parse and check the node's `tidewise.io/reclaim-plan` annotation; InputError says why it is refused."""
+    what = f"node {node} annotation {PLAN_ANNOTATION}"
+    if not text:
+        raise InputError(f"{what}: not set (is `tidewise serve --apply` running with serve.reclaim enabled?)")
+    try:
+        doc = json.loads(text)
+        if not isinstance(doc, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        raise InputError(f"{what}: not JSON: {exc}") from None
+    if doc.get("schema") != PLAN_SCHEMA:
+        raise InputError(f"{what}: schema {doc.get('schema')!r}, this agent reads {PLAN_SCHEMA}")
+    if doc.get("node") != node:
+        raise InputError(f"{what}: the plan is for node {doc.get('node')!r}")
+    try:
+        generated, until = _utc(doc["generated_at"]), _utc(doc["valid_until"])
+        window = int((until - generated).total_seconds())
+        plan = reclaim_from_dict(dict(doc, window_start=doc["generated_at"], window_seconds=window), what)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{what}: {type(exc).__name__}: {exc}") from None
+    if window <= 0:
+        raise InputError(f"{what}: valid_until {doc['valid_until']} is not after generated_at {doc['generated_at']}")
+    if generated > now + CLOCK_SKEW:
+        raise InputError(f"{what}: generated_at {doc['generated_at']} is in the future (clock skew?)")
+    if now >= until:
+        raise InputError(f"{what}: expired at {doc['valid_until']} (is `tidewise serve` running?)")
+    if any(v.millicpu < 0 or v.memory_bytes < 0 for v in plan.numa.values()) or \
+            sum(v.millicpu for v in plan.numa.values()) > plan.reclaimed_millicpu or \
+            sum(v.memory_bytes for v in plan.numa.values()) > plan.reclaimed_memory_bytes:
+        raise InputError(f"{what}: per-NUMA amounts are negative or exceed the node's total")
+    return plan
 
 
 def reclaim_from_dict(d: Mapping[str, Any], what: str = "reclaim plan") -> ReclaimInput:

@@ -6,6 +6,7 @@ sends (a merge patch, to the status subresource where the kind has one).
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,10 @@ from predictor.types import ReclaimPlan
 
 ANNOTATION_USER_MIN = "tidewise.io/user-min-replicas"
 ANNOTATION_REASON = "tidewise.io/reason"
+# the node agent reads this annotation of its own Node (node_enforcer/reclaim.py keeps its own copy
+# of the name and schema: it must not import autoscaler; tests/integration/test_plan_delivery.py ties them)
+PLAN_ANNOTATION = "tidewise.io/reclaim-plan"
+PLAN_SCHEMA = 1
 CONDITION_REASON = "TidewiseForecast"
 MAX_MESSAGE = 1000  # condition messages stay readable in `kubectl describe`
 
@@ -138,20 +143,70 @@ def published(node: Obj, settings: ReclaimSettings) -> tuple[int | None, int | N
         return None, None
 
 
+def plan_document(plan: ReclaimPlan) -> dict[str, Any]:
+    """The reclaim plan as the node agent reads it from the node's `tidewise.io/reclaim-plan`
+    annotation (node_enforcer/reclaim.py parses it; docs/node-enforcer.md, "Reclaim plan").
+
+    Valid from `generated_at` (the decision time) until `valid_until` (the end of the window the
+    forecast covers): an agent that reads it later refuses it and reclaims nothing. `numa` is
+    per NUMA node from per-zone usage; empty with `numa_layout` "unknown" when serve does not know
+    the node's NUMA count (the agent then treats the node as one zone)."""
+    start = dt.datetime.fromisoformat(plan.window_start.replace("Z", "+00:00"))
+    until = start + dt.timedelta(seconds=plan.window_seconds)
+    return {
+        "schema": PLAN_SCHEMA, "node": plan.node, "generated_at": plan.window_start,
+        "valid_until": until.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "reclaimed_millicpu": plan.reclaimed_millicpu, "reclaimed_memory_bytes": plan.reclaimed_memory_bytes,
+        "shared_demand_millicpu": plan.shared_demand_millicpu,
+        "numa_layout": "known" if plan.numa else "unknown",
+        "numa": {str(k): {"millicpu": v.millicpu, "memory_bytes": v.memory_bytes} for k, v in sorted(plan.numa.items())},
+    }
+
+
+def _plan_current(node: Obj, doc: dict[str, Any], window_seconds: int) -> bool:
+    """True when the node already carries a plan with the same numbers that stays valid for more
+    than half a window: republishing only then keeps the agent's plan fresh without a node write
+    per node per run (1 h window: one write per node every 30 min while nothing changes)."""
+    text = ((node.get("metadata") or {}).get("annotations") or {}).get(PLAN_ANNOTATION)
+    try:
+        old = json.loads(text) if text else None
+        left = (dt.datetime.fromisoformat(str(old["valid_until"]).replace("Z", "+00:00")) -
+                dt.datetime.fromisoformat(doc["generated_at"].replace("Z", "+00:00"))).total_seconds()
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return False
+    same = all(old.get(k) == doc[k] for k in doc if k not in ("generated_at", "valid_until"))
+    return same and left > window_seconds / 2
+
+
 def node_change(node: Obj, plan: ReclaimPlan, settings: ReclaimSettings) -> Change | None:
-    """Node status with the reclaimed extended resources (capacity = allocatable: they are not requestable
-    by anyone but reclaimed pods); None when unchanged."""
+    """The node with the reclaimed extended resources in its status (capacity = allocatable: they
+    are not requestable by anyone but reclaimed pods) and the plan for its node agent in the
+    `tidewise.io/reclaim-plan` annotation; None when neither needs a write. The API sink sends the
+    two parts as two merge patches (annotations are metadata, which nodes/status does not take)."""
     values = {settings.millicpu_name: str(plan.reclaimed_millicpu), settings.memory_name: str(plan.reclaimed_memory_bytes)}
     status = node.get("status") or {}
-    if all((status.get("allocatable") or {}).get(k) == v for k, v in values.items()):
+    doc = plan_document(plan)
+    status_same = all((status.get("allocatable") or {}).get(k) == v for k, v in values.items())
+    plan_same = _plan_current(node, doc, plan.window_seconds)
+    if status_same and plan_same:
         return None
-    obj = dict(node, status=dict(status, capacity={**(status.get("capacity") or {}), **values},
-                                 allocatable={**(status.get("allocatable") or {}), **values}))
+    obj = dict(node)
+    patch: dict[str, Any] = {}
+    if not plan_same:
+        annotations = {PLAN_ANNOTATION: json.dumps(doc, sort_keys=True, separators=(",", ":"))}
+        md = dict(node.get("metadata") or {})
+        md["annotations"] = {**(md.get("annotations") or {}), **annotations}
+        obj["metadata"] = md
+        patch["metadata"] = {"annotations": annotations}
+    if not status_same:
+        obj["status"] = dict(status, capacity={**(status.get("capacity") or {}), **values},
+                             allocatable={**(status.get("allocatable") or {}), **values})
+        patch["status"] = {"capacity": dict(values), "allocatable": dict(values)}
     current = published(node, settings)
     safe = current[0] is not None and plan.reclaimed_millicpu <= current[0] and \
         (current[1] is None or plan.reclaimed_memory_bytes <= current[1])
-    return Change("Node", "v1", None, meta(node)["name"], obj,
-                  {"status": {"capacity": dict(values), "allocatable": dict(values)}}, subresource="status",
+    return Change("Node", "v1", None, meta(node)["name"], obj, patch,
+                  subresource="status" if "status" in patch else None,
                   safe_direction=safe, reasons={"plan": plan.to_dict()})
 
 

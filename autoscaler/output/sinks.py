@@ -122,7 +122,11 @@ class ApiSink:
         elif c.kind == "HorizontalPodAutoscaler":
             self.kube.patch_hpa(c.namespace or "", c.name, c.patch)
         elif c.kind == "Node":
-            self.kube.patch_node_status(c.name, c.patch)
+            # two parts, two requests: the plan annotation (metadata) and the extended resources (status)
+            if "metadata" in c.patch:
+                self.kube.patch_node(c.name, {"metadata": c.patch["metadata"]})
+            if "status" in c.patch:
+                self.kube.patch_node_status(c.name, {"status": c.patch["status"]})
         elif c.kind == "CustomNodeResource":
             self.kube.patch_cnr_status(c.name, c.patch)
         elif c.kind == "ResourceRecommend":

@@ -25,7 +25,7 @@ import pandas as pd
 from autoscaler.logic.guardrails import Cooldown, is_stale, read_kill_switch
 from autoscaler.logic.hpa import (MalformedHpa, Stabilizer, hpa_target, level_ratio, parse_hpa,
                                   predictive_min_replicas)
-from autoscaler.logic.reclaim import plan_node
+from autoscaler.logic.reclaim import numa_zone, plan_node
 from autoscaler.logic.vpa import NonFiniteForecast, container_policy, limit_change, quantile_column, recommend_resource
 from autoscaler.model.cluster import ClusterState, container_requests, meta
 from autoscaler.model.decisions import ContainerRecommendation, HpaDecision, Reason, VpaDecision
@@ -643,6 +643,9 @@ class ServingLoop:
                 cpu = np.zeros(steps)
                 mem = np.zeros(steps)
                 notes: list[str] = []
+                numa = _int((meta(node).get("annotations") or {}).get(s.numa_annotation))
+                bound_cpu: dict[int, np.ndarray] = {}  # NUMA node -> usage of the pods bound to it
+                bound_mem: dict[int, np.ndarray] = {}
                 for pod in pods_on.get(nname, []):
                     qos = (meta(pod).get("annotations") or {}).get(s.qos_annotation, "shared_cores")
                     if qos == "reclaimed_cores":
@@ -652,21 +655,23 @@ class ServingLoop:
                     if d is None:
                         # no usable forecast: count what the pod asked for (conservative)
                         r_cpu, r_mem = _pod_requests(pod)
-                        cpu += r_cpu / 1000.0
-                        mem += r_mem
+                        d = (np.full(steps, r_cpu / 1000.0), np.full(steps, float(r_mem)))
                         notes.append(f"pod {meta(pod).get('namespace')}/{meta(pod).get('name')}: no forecast, "
                                      f"counted at its requests")
-                    else:
-                        cpu += d[0]
-                        mem += d[1]
+                    cpu += d[0]
+                    mem += d[1]
+                    zone = numa_zone(meta(pod).get("annotations"), numa)
+                    if zone is not None:
+                        bound_cpu[zone] = bound_cpu.get(zone, np.zeros(steps)) + d[0]
+                        bound_mem[zone] = bound_mem.get(zone, np.zeros(steps)) + d[1]
                 prev = self.reclaim_prev.get(nname)
                 if prev is None:
                     pc, pm = published(node, s)
                     if pc is not None and pm is not None:
                         prev = ReclaimPlan(nname, now_iso, 0, pc, pm)
-                numa = _int((meta(node).get("annotations") or {}).get(s.numa_annotation))
                 plan = plan_node(nname, a_cpu, a_mem, cpu, mem, s, now_iso,
-                                 int(parse_duration(s.window).total_seconds()), prev, numa, notes[:20])
+                                 int(parse_duration(s.window).total_seconds()), prev, numa, notes[:20],
+                                 bound_cpu, bound_mem)
                 rep.reclaim.append(plan)
             except Exception as exc:  # noqa: BLE001
                 rep.skipped[f"Node/{nname}"] = f"{type(exc).__name__}: {exc}"

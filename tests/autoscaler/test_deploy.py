@@ -48,6 +48,7 @@ def test_rbac_is_exactly_what_the_loop_uses():
         ("autoscaling.k8s.io", "verticalpodautoscalers/status", "patch"),
         ("autoscaling", "horizontalpodautoscalers", "patch"),
         ("", "nodes/status", "patch"),
+        ("", "nodes", "patch"),  # the reclaim-plan annotation only (metadata; see the yaml's comment)
         ("coordination.k8s.io", "leases", "create"),
         ("coordination.k8s.io", "leases", "update"),
         ("node.katalyst.kubewharf.io", "customnoderesources/status", "patch"),

@@ -96,17 +96,22 @@ def test_dry_run_agent_writes_nothing(tmp_path, two_socket):
     assert (tmp_path / "cg" / f"kubepods/besteffort/pod{pods[0].uid}/cpu.max").read_text().strip() == "max 100000"
 
 
-def test_reclaim_loader_ignores_expired_and_bad_plans(tmp_path, caplog):
+def test_reclaim_loader_refuses_expired_and_bad_plans_and_reclaims_nothing(tmp_path, caplog):
     path = tmp_path / "plan.json"
     plan = ReclaimPlan("n1", "2026-11-30T08:00:00Z", 3600, 4000, 2**30, 1000)
     path.write_text(json.dumps(plan.to_dict()))
     at = lambda h: (lambda: dt.datetime(2026, 11, 30, h, 30, tzinfo=dt.timezone.utc))  # noqa: E731
     assert reclaim_loader(str(path), "n1", now=at(8))().reclaimed_millicpu == 4000
-    assert reclaim_loader(str(path), "n1", now=at(9))() is None
+    # fail closed: a refused plan is a zero plan (the pool keeps its floor), not "no plan" (pool = all free)
+    zero = (0, 0, {})
+    got = reclaim_loader(str(path), "n1", now=at(9))()
+    assert (got.reclaimed_millicpu, got.reclaimed_memory_bytes, dict(got.numa)) == zero
     assert "window" in caplog.text
-    assert reclaim_loader(str(path), "other", now=at(8))() is None  # for another node
+    got = reclaim_loader(str(path), "other", now=at(8))()  # for another node
+    assert (got.reclaimed_millicpu, got.reclaimed_memory_bytes, dict(got.numa)) == zero
     path.write_text("{")
-    assert reclaim_loader(str(path), "n1", now=at(8))() is None
+    got = reclaim_loader(str(path), "n1", now=at(8))()
+    assert (got.reclaimed_millicpu, got.reclaimed_memory_bytes, dict(got.numa)) == zero
     assert reclaim_loader(None, "n1")() is None
 
 

@@ -34,7 +34,8 @@ def test_validation_is_real():
 def test_least_privilege():
     docs = {d["kind"]: d for d in _docs()}
     rules = sorted((tuple(r["apiGroups"]), tuple(r["resources"]), tuple(r["verbs"])) for r in docs["ClusterRole"]["rules"])
-    assert rules == [(("",), ("pods",), ("list",)), (("",), ("pods/eviction",), ("create",))]
+    assert rules == [(("",), ("nodes",), ("get",)), (("",), ("pods",), ("list",)),
+                     (("",), ("pods/eviction",), ("create",))]
     binding = docs["ClusterRoleBinding"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "tidewise-enforcer", "namespace": "tidewise"}]
     pod = docs["DaemonSet"]["spec"]["template"]["spec"]
@@ -53,3 +54,4 @@ def test_daemonset_args_parse_with_the_real_command():
     args = build_parser().parse_args([a.replace("$(NODE_NAME)", "node-1") for a in c["args"]])
     assert args.command == "enforce" and args.node == "node-1" and args.pods_from == "api"
     assert args.cgroup_root == "/host/sys/fs/cgroup" and not args.dry_run and not args.once
+    assert args.reclaim_plan_from == "api" and args.reclaim_plan is None  # the plan comes from its Node

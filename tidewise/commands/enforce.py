@@ -41,6 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cgroup-parent", metavar="PATH", help="folder under each hierarchy holding kubepods (default none)")
     p.add_argument("--proc-root", metavar="DIR", help="default /proc (oom_score_adj, meminfo, PSI)")
     p.add_argument("--reclaim-plan", metavar="FILE", help="the serving loop's ReclaimPlan JSON for this node")
+    p.add_argument("--reclaim-plan-from", choices=["api", "file", "none"],
+                   help="api: this Node's tidewise.io/reclaim-plan annotation, written by `tidewise serve --apply`; "
+                        "file: --reclaim-plan (default when given); none. A missing, malformed or expired plan "
+                        "reclaims nothing beyond the floor")
     p.add_argument("--checkpoint", metavar="FILE", help="default /var/lib/tidewise/enforcer-checkpoint.json")
     p.add_argument("--plan-out", metavar="FILE", help="write the plan, diff and evictions as JSON (atomically)")
     p.add_argument("--interval", type=float, metavar="SECONDS", help="reconcile period (default 5)")
@@ -108,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
         kubelet_ca=args.kubelet_ca, sysfs_root=args.sysfs_root, cgroup_root=args.cgroup_root,
         cgroup_driver=args.cgroup_driver, cgroup_version=version, cgroup_parent=args.cgroup_parent,
         proc_root=args.proc_root, checkpoint=args.checkpoint, reclaim_plan=args.reclaim_plan,
-        interval_seconds=args.interval, dry_run=args.dry_run, evict=args.evict,
+        reclaim_plan_from=args.reclaim_plan_from, interval_seconds=args.interval, dry_run=args.dry_run,
+        evict=args.evict,
         eviction_enabled=False if args.no_eviction else None,
     )
     node = s.node or os.environ.get("NODE_NAME", "")
@@ -118,6 +123,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"enforcer.pods_from {s.pods_from!r}: use kubelet, api or file")
     if s.cgroup_version not in (0, 1, 2):
         raise InputError(f"enforcer.cgroup_version {s.cgroup_version!r}: use 1, 2 or 0 (detect)")
+    plan_from = s.reclaim_plan_from or ("file" if s.reclaim_plan else "none")
+    if plan_from not in ("api", "file", "none"):
+        raise InputError(f"enforcer.reclaim_plan_from {s.reclaim_plan_from!r}: use api, file or none")
+    if plan_from == "file" and not s.reclaim_plan:
+        raise InputError("--reclaim-plan-from file needs --reclaim-plan FILE")
     if s.pods_from == "file" and not s.pods_file:
         raise InputError("--pods-from file needs --pods FILE")
     if not os.path.isdir(s.cgroup_root):
@@ -128,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise InputError(str(exc)) from None
     kube = None
-    if s.pods_from == "api" or (s.eviction_enabled and s.pods_from != "file"):
+    if s.pods_from == "api" or plan_from == "api" or (s.eviction_enabled and s.pods_from != "file"):
         from node_enforcer.kube import KubeApi
 
         kube = KubeApi(kubeconfig=args.kubeconfig)
@@ -140,17 +150,21 @@ def run(args: argparse.Namespace) -> int:
         list_pods = lambda: kube.list_node_pods(node)  # type: ignore[union-attr]  # noqa: E731
     else:
         list_pods = lambda: KubeletPods(s.kubelet_url, verify=s.kubelet_ca or True).list(node)  # noqa: E731
-    if s.reclaim_plan and (args.once or os.path.exists(s.reclaim_plan)):
+    if plan_from == "file" and s.reclaim_plan and (args.once or os.path.exists(s.reclaim_plan)):
         from node_enforcer.reclaim import load_reclaim_plan
 
-        # fail now on a bad file; in the loop a missing or stale plan only warns (pools follow requests)
+        # fail now on a bad file; in the loop a missing or stale plan is refused with a warning (reclaim 0)
         load_reclaim_plan(s.reclaim_plan, node)
     writer = DryRunWriter() if s.dry_run else FileWriter()
     ev_settings = s.eviction()
     if s.dry_run:
         ev_settings = dataclasses.replace(ev_settings, dry_run=True)
     evictor = Evictor(ev_settings, kube) if s.eviction_enabled else None
-    agent = Agent(s, topo, list_pods, driver, writer, reclaim_loader(s.reclaim_plan, node), evictor)
+    if plan_from == "api":
+        reclaim = reclaim_loader(None, node, annotations=lambda: kube.node_annotations(node))  # type: ignore[union-attr]
+    else:
+        reclaim = reclaim_loader(s.reclaim_plan if plan_from == "file" else None, node)
+    agent = Agent(s, topo, list_pods, driver, writer, reclaim, evictor)
     if not args.once:
         print(f"tidewise enforce: node {node}, {topo.summary()}, cgroup v{driver.version} ({s.cgroup_driver}) "
               f"at {s.cgroup_root}, every {s.interval_seconds:g} s{' (dry-run)' if s.dry_run else ''}",
