@@ -30,9 +30,14 @@ def free_port() -> int:
 
 def backfill(openmetrics_path: str, data_dir: str) -> None:
     os.makedirs(data_dir, exist_ok=True)
-    subprocess.run([require("promtool"), "tsdb", "create-blocks-from", "openmetrics",
-                    "--max-block-duration=72h", openmetrics_path, data_dir],
-                   check=True, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([require("promtool"), "tsdb", "create-blocks-from", "openmetrics",
+                           "--max-block-duration=72h", openmetrics_path, data_dir],
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        # promtool's own words ("duplicate sample", "out of order") say what is wrong with the
+        # generated history; a bare CalledProcessError would hide them
+        raise RuntimeError(f"promtool backfill of {openmetrics_path} failed ({done.returncode}): "
+                           f"{(done.stderr or done.stdout).strip()[-2000:]}")
 
 
 class PrometheusServer:
