@@ -6,6 +6,10 @@ oom_score_adj), checks that a re-run writes nothing, and removes everything in a
 cgroups are not writable the tests fail, saying so: they are writable here and in CI.
 """
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -17,6 +21,8 @@ from node_enforcer.writers import DryRunWriter, FileWriter
 from predictor.types import ReclaimPlan
 from tests.node_enforcer.conftest import make_pod
 from tests.node_enforcer.realcgroups import V1_ROOT, CgroupsNotWritable, RealTree, leftovers
+from tests.node_enforcer import realcgroups as rc
+from tests.node_enforcer.conftest import ROOT
 
 pytestmark = pytest.mark.integration
 MiB = 2**20
@@ -148,3 +154,78 @@ def test_unwritable_cgroups_fail_with_a_clear_message(monkeypatch):
     with pytest.raises(CgroupsNotWritable, match="need root and a writable cgroup v1 hierarchy"):
         rc.RealTree(1)
     assert os.path.isdir(V1_ROOT)
+
+
+def _dead_pid():
+    proc = subprocess.Popen(["true"])
+    proc.wait()  # reaped: nothing has this pid until the kernel hands it out again
+    return proc.pid
+
+
+def test_stale_trees_of_killed_runs_are_removed_and_live_ones_kept():
+    """A run killed mid-test leaves its tree, stand-in processes and all; the next run removes it
+    (bottom-up, processes first) and leaves the trees of runs still going alone."""
+    dead = rc.RealTree(1, name=f"{rc.PREFIX}{_dead_pid()}-1-deadbeef")
+    reused = rc.RealTree(1, name=f"{rc.PREFIX}{os.getpid()}-1-0badc0de")  # our pid, another start time
+    live = rc.RealTree(1)  # this process's own: alive
+    try:
+        orphans = []
+        for t in (dead, reused):
+            orphans += t.add_pod(make_pod("web", cpu="100m", k8s_qos="Burstable", containers=2))
+        stale = leftovers([dead.name, reused.name])
+        assert len(stale) == 2 * len(rc.V1_CONTROLLERS)
+        removed = rc.remove_stale_trees()
+        assert set(stale) <= set(removed)
+        assert leftovers([dead.name, reused.name]) == []
+        for t in (dead, reused):
+            for p in t.procs:
+                assert p.wait(timeout=30) == -signal.SIGKILL  # the stand-ins left in them were killed
+        assert sorted(orphans) == sorted(p.pid for t in (dead, reused) for p in t.procs)
+        assert len(leftovers([live.name])) == len(rc.V1_CONTROLLERS)  # a live run's tree is kept
+    finally:
+        for t in (dead, reused, live):
+            t.close()
+    assert leftovers([dead.name, reused.name, live.name]) == []
+
+
+def test_the_first_tree_of_a_run_sweeps_stale_ones(monkeypatch):
+    stale = rc.RealTree(1, name=f"{rc.PREFIX}{_dead_pid()}-1-5ca1ab1e")
+    stale.made.clear()  # as if its run had been killed: nobody will close it
+    monkeypatch.setattr(rc, "_swept", False)  # a fresh process
+    with rc.RealTree(1) as fresh:
+        assert leftovers([stale.name]) == []
+        assert len(leftovers([fresh.name])) == len(rc.V1_CONTROLLERS)
+
+
+def test_a_run_killed_mid_test_leaves_a_tree_that_the_next_run_removes():
+    code = ("import sys, time\n"
+            "from tests.node_enforcer.realcgroups import RealTree\n"
+            "from tests.node_enforcer.conftest import make_pod\n"
+            "t = RealTree(1)\n"
+            "pids = t.add_pod(make_pod('web', cpu='100m', k8s_qos='Burstable'))\n"
+            "print(t.name, *pids, flush=True)\n"
+            "time.sleep(600)\n")
+    run = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    name, *pids = run.stdout.readline().split()
+    run.kill()  # SIGKILL: no finaliser, no close()
+    run.wait(timeout=30)
+    run.stdout.close()
+    assert len(leftovers([name])) == len(rc.V1_CONTROLLERS)
+    assert all(rc.start_time(int(p)) is not None for p in pids)  # its stand-in container still runs
+    rc.remove_stale_trees()
+    assert leftovers([name]) == []
+    for p in pids:  # killed; reaped by init (their parent is gone) when it gets to it: a zombie counts
+        for _ in range(1500):
+            if not _running(int(p)):
+                break
+            time.sleep(0.02)
+        else:
+            pytest.fail(f"stand-in process {p} of the killed run still runs")
+
+
+def _running(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(") ", 1)[1][0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False

@@ -7,6 +7,8 @@ and read the cgroup's PSI. The full v2 file set is tested on a v2-shaped tree in
 tests/node_enforcer/test_cgroups.py.
 """
 import os
+import signal
+import subprocess
 
 import pytest
 
@@ -17,6 +19,7 @@ from node_enforcer.topology import read_topology
 from node_enforcer.writers import FileWriter
 from tests.node_enforcer.conftest import make_pod
 from tests.node_enforcer.realcgroups import V2_ROOT, CgroupsNotWritable, RealTree, leftovers
+from tests.node_enforcer import realcgroups as rc
 
 pytestmark = pytest.mark.integration
 
@@ -57,3 +60,23 @@ def test_v2_driver_on_the_real_unified_mount(tree):
     # the pod's own PSI, as eviction reads it
     p = read_pressure("/proc", psi_path=os.path.join(driver.pod_dir(batch), "memory.pressure"))
     assert p.psi_some_avg10 is not None and 0.0 <= p.psi_some_avg10 <= 100.0
+
+
+def test_stale_trees_on_the_unified_mount_are_removed_and_live_ones_kept():
+    if not os.path.exists(os.path.join(V2_ROOT, "cgroup.controllers")):
+        pytest.fail(f"no cgroup v2 mount at {V2_ROOT}: these tests need one (it exists on this machine and in CI)")
+    done = subprocess.Popen(["true"])
+    done.wait()
+    dead = rc.RealTree(2, "systemd", name=f"{rc.PREFIX}{done.pid}-1-deadbeef")
+    live = rc.RealTree(2, "systemd")
+    try:
+        dead.add_pod(make_pod("batch", "reclaimed_cores", k8s_qos="BestEffort"))
+        assert len(leftovers([dead.name])) == 1
+        removed = rc.remove_stale_trees([V2_ROOT])
+        assert leftovers([dead.name]) == [] and any(p.endswith(dead.name) for p in removed)
+        assert dead.procs[0].wait(timeout=30) == -signal.SIGKILL
+        assert len(leftovers([live.name])) == 1
+    finally:
+        dead.close()
+        live.close()
+    assert leftovers([dead.name, live.name]) == []

@@ -1,15 +1,23 @@
 """A throw-away Kubernetes-shaped sub-tree on the machine's real cgroups, for the integration tests
 (tests/integration/test_cgroup*.py) and the enforcer benchmark.
 
-Each controller gets `<own cgroup>/tidewise-test-<random>/` (under this process's own cgroup, so
-that the stand-in containers stay inside whatever limits the machine puts on us), holding
-`kubepods/...` in the cgroupfs or systemd convention. Real `sleep` processes stand in for
-containers. `close()` kills them and removes every directory it made, even after a failure.
+Each controller gets `<own cgroup>/tidewise-test-<pid>-<start time>-<random>/` (under this
+process's own cgroup, so that the stand-in containers stay inside whatever limits the machine puts
+on us), holding `kubepods/...` in the cgroupfs or systemd convention. Real `sleep` processes stand
+in for containers. `close()` kills them and removes every directory it made, even after a failure.
+
+A run killed mid-test (SIGKILL, a CI timeout) never reaches `close()`. Its tree names the process
+that made it (pid and start time, so a reused pid does not look alive), and the first tree a later
+process makes first removes every such tree whose maker is gone (`remove_stale_trees`): processes
+left in it are moved out and killed, then the cgroups are removed bottom-up.
 """
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
+import time
 import uuid
 from typing import Iterable
 
@@ -21,8 +29,105 @@ V2_ROOT = "/sys/fs/cgroup/unified"
 V1_CONTROLLERS = ("cpuset", "cpu", "memory")
 
 
+PREFIX = "tidewise-test-"
+# tidewise-test-<pid>-<start time in clock ticks since boot>-<random>; older names (no pid) are left alone
+_OWNED = re.compile(rf"^{PREFIX}(\d+)-(\d+)-[0-9a-f]+$")
+
+
 class CgroupsNotWritable(Exception):
     pass
+
+
+def start_time(pid: int) -> str | None:
+    """A process's start time (field 22 of /proc/PID/stat), or None when there is no such process.
+    With the pid it names one process for good: a later process reusing the pid starts later."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            stat = fh.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # the command name (field 2) may hold spaces and parentheses: split after its last ')'
+    return stat[stat.rindex(")") + 2:].split()[19]
+
+
+def tree_name(pid: int | None = None) -> str:
+    pid = os.getpid() if pid is None else pid
+    return f"{PREFIX}{pid}-{start_time(pid)}-{uuid.uuid4().hex[:8]}"
+
+
+def is_stale(name: str) -> bool:
+    """A test tree whose maker process is gone (a pid that is dead, or alive but started at
+    another time: reused)."""
+    m = _OWNED.match(name)
+    return m is not None and start_time(int(m.group(1))) != m.group(2)
+
+
+def default_roots() -> list[str]:
+    return [os.path.join(V1_ROOT, ctl) for ctl in V1_CONTROLLERS] + [V2_ROOT]
+
+
+def remove_stale_trees(roots: Iterable[str] | None = None) -> list[str]:
+    """Remove every stale test tree anywhere under `roots` (default: the v1 controllers' and the
+    v2 hierarchies: a killed run may have had another own cgroup than this one). Returns them."""
+    removed = []
+    for root in default_roots() if roots is None else roots:
+        if not os.path.isdir(root):
+            continue
+        for folder, subdirs, _ in os.walk(root):
+            for d in [d for d in subdirs if is_stale(d)]:
+                _remove_tree(os.path.join(folder, d))
+                removed.append(os.path.join(folder, d))
+                subdirs.remove(d)
+    return removed
+
+
+def _procs(cgroup: str) -> list[int]:
+    try:
+        return [int(x) for x in _read(os.path.join(cgroup, "cgroup.procs")).split()]
+    except FileNotFoundError:
+        return []
+
+
+def _remove_tree(path: str) -> None:
+    """Empty each cgroup of `path` of its processes (moved to the tree's parent, then killed: they
+    are the stand-in `sleep`s of the dead run) and remove the cgroups, deepest first."""
+    parent = os.path.dirname(path)
+    cgroups = [d for d, _, _ in os.walk(path, topdown=False)]
+    for cg in cgroups:
+        for pid in _procs(cg):
+            try:
+                _write(os.path.join(parent, "cgroup.procs"), str(pid))
+            except OSError:
+                pass  # the parent may not take processes (v2 inner node): killed where it is
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for cg in cgroups:
+        for _ in range(500):  # a killed process leaves its cgroup once it has exited: up to ~10 s
+            try:
+                os.rmdir(cg)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                if not _procs(cg):
+                    raise  # busy for a reason other than a process still leaving
+                time.sleep(0.02)
+        else:
+            raise OSError(f"stale test cgroup {cg} still has processes {_procs(cg)}")
+
+
+_swept = False
+
+
+def sweep_once() -> list[str]:
+    """`remove_stale_trees`, once per process (before its first tree)."""
+    global _swept
+    if _swept:
+        return []
+    _swept = True
+    return remove_stale_trees()
 
 
 def own_cgroup(controller: str) -> str:
@@ -46,12 +151,13 @@ def _read(path: str) -> str:
 
 
 class RealTree:
-    def __init__(self, version: int = 1, convention: str = "cgroupfs") -> None:
+    def __init__(self, version: int = 1, convention: str = "cgroupfs", name: str | None = None) -> None:
         self.version, self.convention = version, convention
-        self.name = f"tidewise-test-{uuid.uuid4().hex[:10]}"
+        self.name = name or tree_name()
         self.made: list[str] = []  # directories, in creation order
         self.procs: list[subprocess.Popen] = []
         self.parents: dict[str, str] = {}
+        sweep_once()  # what killed runs left behind, before this run adds its own
         try:
             if version == 1:
                 for ctl in V1_CONTROLLERS:
