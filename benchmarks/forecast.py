@@ -47,7 +47,9 @@ def _history_of(hists: dict[str, pd.Series]):
     for k, h in hists.items():
         h = h.loc[h.first_valid_index():h.last_valid_index()] if h.notna().any() else h.iloc[:0]
         if len(h) >= 2:
-            series[k] = h.asfreq("5min")
+            regular = h.asfreq("5min")
+            regular.index = pd.DatetimeIndex(regular.index).as_unit("ns")  # the scorer's may be µs (pandas 3)
+            series[k] = regular
     return History(series, pd.Timedelta("5min"))
 
 
