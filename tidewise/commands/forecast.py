@@ -7,8 +7,9 @@ import sys
 HELP = """\
 Forecast every series of a long file.
 
-Input: CSV, CSV.gz or Parquet with columns series,timestamp,value (timestamp ISO-8601 UTC or
-epoch seconds; extra label columns allowed; gaps allowed). Output: CSV with columns
+Input: CSV, CSV.gz or Parquet with columns series,timestamp,value (timestamp ISO-8601, UTC unless
+it carries an offset, or epoch s/ms/us/ns told apart by magnitude; extra label columns allowed;
+gaps allowed). Output: CSV with columns
 series,timestamp,q<quantile>...,model — one row per series and future step, starting one step
 after the latest timestamp in the input, quantiles never crossing.
 """
