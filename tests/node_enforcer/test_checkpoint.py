@@ -174,3 +174,23 @@ def test_a_fifo_at_the_checkpoint_path_is_refused_without_opening_it(tmp_path):
     os.mkfifo(tmp_path / "ck.json")  # opening it for reading would block the agent forever
     with pytest.raises(CheckpointError, match="not a regular file"):
         load_checkpoint(str(tmp_path / "ck.json"), "n1")
+
+
+def test_enforce_once_with_a_folder_as_checkpoint_exits_2_and_writes_no_cgroup(tmp_path, capsys):
+    import shutil
+
+    from tests.node_enforcer.conftest import MIXED_PODS, RECLAIM_PLAN, TWO_SOCKET
+    from tidewise.cli import main
+
+    cg = tmp_path / "cgroup"
+    shutil.copytree(os.path.join(TWO_SOCKET, "fs", "cgroup"), cg)
+    before = {os.path.join(d, f): open(os.path.join(d, f)).read() for d, _, fs in os.walk(cg) for f in fs}
+    (tmp_path / "ck").mkdir()
+    rc = main(["enforce", "--once", "--node", "fixture-node", "--pods-from", "file", "--pods", MIXED_PODS,
+               "--sysfs-root", TWO_SOCKET, "--cgroup-root", str(cg), "--reclaim-plan", RECLAIM_PLAN,
+               "--checkpoint", str(tmp_path / "ck"), "--no-eviction"])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"--checkpoint {tmp_path / 'ck'}: is a folder" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    after = {os.path.join(d, f): open(os.path.join(d, f)).read() for d, _, fs in os.walk(cg) for f in fs}
+    assert after == before

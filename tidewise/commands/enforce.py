@@ -132,6 +132,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--pods-from file needs --pods FILE")
     if not os.path.isdir(s.cgroup_root):
         raise InputError(f"--cgroup-root {s.cgroup_root}: no such folder")
+    if not s.dry_run and s.checkpoint:
+        from node_enforcer.checkpoint import path_problem
+
+        if (problem := path_problem(s.checkpoint)) is not None:  # the agent checks each pass too
+            raise InputError(f"--checkpoint {s.checkpoint}: {problem}")
     topo = read_topology(s.sysfs_root)
     try:
         driver = make_driver(s.cgroup_root, s.cgroup_driver, s.cgroup_version or None, s.cgroup_parent)
