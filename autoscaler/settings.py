@@ -65,7 +65,7 @@ class GuardrailSettings:
     max_decrease_ratio: float = 0.5  # a VPA target falls at most to half of the published one per step
     max_increase_ratio: float = 4.0  # ... and rises at most 4x (a broken forecast cannot ask for a node)
     cooldown: str = "5m"  # an object is rewritten at most this often, except in the safe direction
-    kill_switch_file: str | None = None  # when this file says stop (or is empty), nothing is written
+    kill_switch_file: str | None = None  # writes only while this file says `run` (anything else stops them)
     min_history: str = "1h"  # a series with less history than this gets no decision
 
 

@@ -36,7 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sink", choices=["api", "file"], default="api", help="where changes go (default api)")
     p.add_argument("--out", metavar="DIR", help="output folder of --sink file")
     p.add_argument("--recommender-name", default=None, help="serve VPAs naming this recommender (default tidewise)")
-    p.add_argument("--kill-switch", metavar="FILE", help="when this file exists and says stop (or is empty), write nothing")
+    p.add_argument("--kill-switch", metavar="FILE",
+                   help="write only while this file says `run`; `stop`, any other text, or a missing or unreadable "
+                        "file writes nothing (fails closed)")
     p.add_argument("--step", default=None, help="history and forecast step (default 5m)")
     p.add_argument("--model", default=None, help="forecast model: auto (default: chosen per series by backtest) "
                                                  "or one model name (cheaper at fleet scale)")
