@@ -54,6 +54,9 @@ class PolicySettings:
     min_share_cpus: int = 1  # shared/system pods keep at least this many threads (rounded up to a core)
     share_headroom: float = 0.10  # margin over the shared pool's demand (requests or forecast), 10%
     reclaimed_memory_high_ratio: float = 0.9  # v2 memory.high as a fraction of memory.max: throttle before OOM
+    # A plan that lends no memory (zero, refused, expired) still caps batch: 64 MiB lets a batch
+    # process exit cleanly, not work. Fail closed: "0" must not read as "no limit".
+    reclaimed_memory_floor_bytes: int = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -340,7 +343,7 @@ def plan(
     out: list[PodAllocation] = []
     numa_load = {n: 0 for n in topology.numa_nodes}
     reclaim_millis = len(reclaimed_cpus) * 1000
-    cap = reclaim.reclaimed_memory_bytes if reclaim is not None and reclaim.reclaimed_memory_bytes > 0 else None
+    cap = max(int(reclaim.reclaimed_memory_bytes), s.reclaimed_memory_floor_bytes) if reclaim is not None else None
     for pod in ordered:
         spec = specs[pod.uid]
         notes: list[str] = []

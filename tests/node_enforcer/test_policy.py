@@ -268,3 +268,15 @@ def test_cpuset_pool_gets_its_own_share_pool(two_socket):
     tight = plan(two_socket, pods, rp(demand=10000), settings=PolicySettings(min_share_cpus=24))
     assert "share-flink" not in tight.pools and tight.pod("default/f1").pool == "share"
     assert any("cannot spare" in n for n in tight.notes) and "no room of its own" in tight.pod("default/f1").notes[0]
+
+
+def test_a_plan_that_lends_no_memory_still_caps_batch_memory(two_socket):
+    """Fail closed: a zero (refused, expired) plan caps batch memory at the floor, never 'no limit'."""
+    pods = [make_pod("batch", "reclaimed_cores", cpu="1")]
+    a = plan(two_socket, pods, rp(millicpu=0, mem=0))
+    floor = PolicySettings().reclaimed_memory_floor_bytes
+    assert a.pod("default/batch").memory_max_bytes == floor
+    assert a.pod("default/batch").memory_high_bytes == int(floor * PolicySettings().reclaimed_memory_high_ratio)
+    # a plan that lends memory caps at what it lends
+    a = plan(two_socket, pods, rp(millicpu=0, mem=2 << 30))
+    assert a.pod("default/batch").memory_max_bytes == 2 << 30
