@@ -72,7 +72,11 @@ class GuardrailSettings:
 @dataclass
 class LoopSettings:
     interval: str = "60s"
-    history_window: str = "8d"  # fetched each run: a week for weekly naive residuals + a day
+    # fetched each run: a week for the global model's week lag and weekly residuals + a day. Training
+    # never chooses a model needing more (`tidewise train --serving-history`, default the same 8d)
+    history_window: str = "8d"
+    # file holding the registry's HMAC key (a mounted Secret): versions must then be signed with it
+    registry_key_file: str | None = None
     step: str = "5m"  # history and forecast step
     forecast_model: str = "auto"  # auto: per-series choice by backtest (predictor); a named model skips it
     # A series' forecast is reused by later runs until it is this old (spread over 50-100% of it per

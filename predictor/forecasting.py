@@ -6,7 +6,9 @@ eligible candidate with the lowest pinball loss at q0.95 for each series, and sh
 by the conformal correction learned on the backtest folds. A named model is fitted as is.
 
 Series are independent: a model that raises on one series falls back to the decaying histogram
-for that series alone, and the fallback is recorded in the forecast's notes.
+for that series alone, and a stored choice whose model needs more history than the series has
+(`Forecaster.history_needed`) falls back to the no-backtest default that the history does feed.
+Either way the forecast's `model` is the model that ran, and its notes say why.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from predictor.history import History
 from predictor.models import MODELS, DecayingHistogram, Forecaster
 from predictor.models.gbm import GlobalGBM
 from predictor.seasonality import DAY, SEASONAL_ACF, WEEK, acf_at
-from predictor.selection import ENSEMBLE, GLOBAL, Choice, backtest, choose, default_candidates
+from predictor.selection import ENSEMBLE, GLOBAL, Choice, backtest, choose, default_candidates, history_needed
 from predictor.types import Forecast
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,8 @@ class ForecastRequest:
     origin: pd.Timestamp | None = None  # forecasts start at origin; default: end of the data + step
     folds: int = 3  # backtest days for auto selection and calibration (3: ~860 residuals at 5 min)
     use_global: bool = True  # auto: include the global GBM among the candidates
+    # auto: leave out candidates needing more history than this (training: what serving fetches)
+    max_history: pd.Timedelta | None = None
 
     @property
     def steps(self) -> int:
@@ -56,13 +60,14 @@ def make_model(name: str, quantiles: Sequence[float] | None = None) -> Forecaste
     return m
 
 
-def choose_baseline(y: pd.Series, step: pd.Timedelta) -> tuple[Forecaster, str]:
+def choose_baseline(y: pd.Series, step: pd.Timedelta, max_history: pd.Timedelta | None = None) -> tuple[Forecaster, str]:
     """The no-backtest default (too little history for a fold): weekly naive where the weekly
-    cycle is clearly stronger and three weeks exist, daily naive where a daily cycle exists
-    (ACF >= 0.3), else the decaying histogram."""
+    cycle is clearly stronger and three weeks exist (and `max_history`, what serving will feed it,
+    holds two weeks), daily naive where a daily cycle exists (ACF >= 0.3), else the decaying histogram."""
     span = y.index[-1] - y.index[0]
     day, week = acf_at(y, DAY, step), acf_at(y, WEEK, step)
-    if span >= 3 * WEEK and np.isfinite(week) and week >= SEASONAL_ACF and week > (day if np.isfinite(day) else 0) + 0.05:
+    weekly_fed = max_history is None or MODELS["seasonal_naive_weekly"]().history_needed() <= max_history
+    if weekly_fed and span >= 3 * WEEK and np.isfinite(week) and week >= SEASONAL_ACF and week > (day if np.isfinite(day) else 0) + 0.05:
         return MODELS["seasonal_naive_weekly"](), f"weekly ACF {week:.2f} > daily ACF {day:.2f}"
     if span >= 2 * DAY and np.isfinite(day) and day >= SEASONAL_ACF:
         return MODELS["seasonal_naive_daily"](), f"daily ACF {day:.2f} >= {SEASONAL_ACF}"
@@ -104,9 +109,9 @@ def _fallback(key: str, y: pd.Series, req: ForecastRequest, origin: pd.Timestamp
 def select_series(key: str, y: pd.Series, req: ForecastRequest, origin: pd.Timestamp,
                   global_model: GlobalGBM | None = None) -> Choice | None:
     """Backtest the candidates on one series; None when no fold fits in its history."""
-    cands = default_candidates()
+    cands = default_candidates(req.max_history)
     gp = None
-    if global_model is not None:
+    if global_model is not None and (req.max_history is None or global_model.history_needed() <= req.max_history):
         def gp(past: pd.Series, h: int, o: pd.Timestamp) -> np.ndarray:
             return global_model.predict_series(past, h, req.quantiles, origin=o)
     h = min(req.steps, int(DAY / req.step))
@@ -126,6 +131,16 @@ def forecast_from_choice(key: str, y: pd.Series, req: ForecastRequest, choice: C
     `global_values`: the global GBM's forecast of this series, when already made in a batch."""
     origin = _origin_of(y, req)
     notes: list[str] = []
+    if choice is not None:
+        short = _history_short(y, req.step, origin, choice)
+        if short:
+            model, why = choose_baseline(y[y.index < origin], req.step)
+            notes.append(f"{short}: fell back to {model.label} ({why})")
+            log.warning("series %s: %s; using %s", key, short, model.label)
+            values = _predict_with(model, y, req, origin)
+            index = pd.date_range(origin, periods=req.steps, freq=req.step)
+            return Forecast(series=key, index=index, quantiles=tuple(req.quantiles), values=values, model=model.label,
+                            version=version, backtest_score=None, notes=notes)
     if choice is None:
         model, why = choose_baseline(y, req.step)
         notes.append(f"no backtest possible; {why}")
@@ -151,6 +166,24 @@ def forecast_from_choice(key: str, y: pd.Series, req: ForecastRequest, choice: C
     score = None if choice is None or choice.skill is None else float(choice.skill)
     return Forecast(series=key, index=index, quantiles=tuple(req.quantiles), values=values, model=label,
                     version=version, backtest_score=score, notes=notes)
+
+
+def _history_short(y: pd.Series, step: pd.Timedelta, origin: pd.Timestamp, choice: Choice) -> str | None:
+    """Why `y` cannot feed the chosen model (None when it can): its span before the origin is
+    under the history the model declares it needs."""
+    try:
+        need = history_needed(choice.model, choice.members)
+    except ValueError:
+        return None  # an unknown name fails when it runs, and falls back there
+    past = y.index[y.index < origin]
+    span = past[-1] - past[0] + step if len(past) else pd.Timedelta(0)
+    if span >= need:
+        return None
+    return f"{choice.model} needs {_days(need)} of history, the series has {_days(span)}"
+
+
+def _days(span: pd.Timedelta) -> str:
+    return f"{span / DAY:.3g} days"
 
 
 def forecast_series(key: str, y: pd.Series, req: ForecastRequest) -> Forecast:

@@ -1,12 +1,17 @@
 """The model registry: `models/<version>/manifest.json` + artifacts, `models/latest` -> newest good.
 
-A version folder holds `manifest.json` (schema version, created, data window, per-series model,
-parameters and backtest scores in `series.json`, library versions, and the sha256 of every
-artifact) and the artifacts themselves (joblib for fitted models). Loading reads the manifest,
-checks the schema version and every checksum, and only then unpickles anything: a registry that
-fails is refused with a clear `RegistryError`, and the serving loop keeps its last good version
-(`load_last_good`). `training` writes versions (`write_version`); serving only reads them, which is
-why this module lives in `predictor` (the `autoscaler` may not import `training`).
+A version folder holds `manifest.json` (schema version, created, data window, library versions, and
+the sha256 of every artifact), `manifest.sha256` (the digest of the manifest's bytes, in
+`sha256sum` format), optionally `manifest.sig` (HMAC-SHA256 of that digest with a key from a file),
+and the artifacts: `series.json` (per-series model, parameters, backtest scores), `profiles.json`,
+`recent.parquet`, and the global model as `global_gbm.json` + `global_gbm.npz` (plain arrays).
+No artifact is a pickle: nothing read from a registry can run code (docs/forecasting.md, "Registry
+format and trust"). Loading checks the manifest digest (and the signature when a key is given),
+then the schema version and every artifact checksum, refuses any unlisted file, and only then
+parses the artifacts; a version that fails — or that verifies but does not load — is refused with
+a clear `RegistryError`, and the serving loop keeps its last good version (`load_last_good`).
+`training` writes versions (`write_version`); serving only reads them, which is why this module
+lives in `predictor` (the `autoscaler` may not import `training`).
 
 Writes are atomic: the version is assembled in a hidden temporary folder and renamed into place,
 and `latest` is a symlink replaced with `os.replace`, so a reader sees the old or the new version,
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -29,16 +35,20 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from predictor.errors import TidewiseError
+from predictor.errors import InputError, TidewiseError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1  # bump when the manifest or artifact layout changes incompatibly
+SCHEMA_VERSION = 2  # bump when the manifest or artifact layout changes incompatibly (2: no pickles)
 MANIFEST = "manifest.json"
+MANIFEST_DIGEST = "manifest.sha256"  # `sha256sum -c manifest.sha256` checks it by hand
+SIGNATURE = "manifest.sig"
 SERIES_FILE = "series.json"
-GLOBAL_FILE = "global_gbm.joblib"
+GLOBAL_META = "global_gbm.json"
+GLOBAL_ARRAYS = "global_gbm.npz"
 RECENT_FILE = "recent.parquet"  # the last days of history, for the report (not needed to forecast)
 LATEST = "latest"
+MIN_KEY_BYTES = 16  # an HMAC key shorter than 128 bits is a mistake (an empty or truncated Secret)
 _VERSION_RE = re.compile(r"^\d{8}T\d{6}Z(-[0-9a-f]{6})?$")
 
 
@@ -54,8 +64,30 @@ def sha256_file(path: str) -> str:
     return h.hexdigest()
 
 
+def read_key(path: str, what: str = "--registry-key") -> bytes:
+    """The HMAC key in file `path` (a mounted Kubernetes Secret), without a trailing newline."""
+    try:
+        with open(path, "rb") as fh:
+            key = fh.read(1 << 16).rstrip(b"\r\n")
+    except OSError as exc:
+        raise InputError(f"{what} {path}: cannot read the key file ({exc.strerror}); give the file that "
+                         "holds the registry signing key") from None
+    if len(key) < MIN_KEY_BYTES:
+        raise InputError(f"{what} {path}: the key has {len(key)} bytes; use at least {MIN_KEY_BYTES} random "
+                         "bytes (e.g. `head -c 32 /dev/urandom > key`)")
+    return key
+
+
+def _key_id(key: bytes) -> str:
+    """A short fingerprint of a key, to tell keys apart in messages without revealing them."""
+    return hashlib.sha256(b"tidewise-key-id:" + key).hexdigest()[:12]
+
+
+def _mac(key: bytes, digest: str) -> str:
+    return hmac.new(key, digest.encode("ascii"), hashlib.sha256).hexdigest()
+
+
 def library_versions() -> dict[str, str]:
-    import joblib
     import sklearn
     import statsmodels
 
@@ -63,7 +95,7 @@ def library_versions() -> dict[str, str]:
 
     return {"python": platform.python_version(), "numpy": np.__version__, "pandas": pd.__version__,
             "scikit-learn": sklearn.__version__, "statsmodels": statsmodels.__version__,
-            "joblib": joblib.__version__, "tidewise": tidewise_version}
+            "tidewise": tidewise_version}
 
 
 @dataclass
@@ -76,6 +108,7 @@ class RegistryVersion:
     series: dict[str, dict[str, Any]]
     global_model: Any = None
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    choices: dict[str, Any] = field(default_factory=dict)  # series -> selection.Choice, checked on load
 
     @property
     def quantiles(self) -> tuple[float, ...]:
@@ -102,10 +135,10 @@ def write_version(
     recent: pd.DataFrame | None = None,
     version: str | None = None,
     now: dt.datetime | None = None,
+    key: bytes | None = None,
 ) -> str:
-    """Write one version (atomically) and switch `latest` to it; returns the version name."""
-    import joblib
-
+    """Write one version (atomically) and switch `latest` to it; returns the version name.
+    `global_model`: a fitted GlobalGBM (stored as plain arrays); `key`: sign the manifest."""
     os.makedirs(registry_dir, exist_ok=True)
     version = version or new_version_name(now)
     final = os.path.join(registry_dir, version)
@@ -127,8 +160,10 @@ def write_version(
             recent.to_parquet(os.path.join(tmp, RECENT_FILE), index=False)
             artifacts[RECENT_FILE] = sha256_file(os.path.join(tmp, RECENT_FILE))
         if global_model is not None:
-            joblib.dump(global_model, os.path.join(tmp, GLOBAL_FILE), compress=3)
-            artifacts[GLOBAL_FILE] = sha256_file(os.path.join(tmp, GLOBAL_FILE))
+            meta, arrays = global_model.to_arrays()
+            put_json(GLOBAL_META, meta)
+            np.savez_compressed(os.path.join(tmp, GLOBAL_ARRAYS), **arrays)
+            artifacts[GLOBAL_ARRAYS] = sha256_file(os.path.join(tmp, GLOBAL_ARRAYS))
         manifest = {
             "schema_version": SCHEMA_VERSION,
             "version": version,
@@ -143,10 +178,16 @@ def write_version(
                           for name, digest in sorted(artifacts.items())},
             **dict(extra or {}),
         }
-        with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as fh:
-            json.dump(manifest, fh, indent=1, allow_nan=False, default=_json_default)
-            fh.flush()
-            os.fsync(fh.fileno())
+        if key is not None:
+            manifest["signed"] = {"algorithm": "hmac-sha256", "key_id": _key_id(key)}
+        body = json.dumps(manifest, indent=1, allow_nan=False, default=_json_default).encode("utf-8")
+        digest = hashlib.sha256(body).hexdigest()
+        _write_synced(os.path.join(tmp, MANIFEST), body)
+        _write_synced(os.path.join(tmp, MANIFEST_DIGEST), f"{digest}  {MANIFEST}\n".encode("ascii"))
+        if key is not None:
+            sig = {"algorithm": "hmac-sha256", "key_id": _key_id(key), "manifest_sha256": digest,
+                   "mac": _mac(key, digest)}
+            _write_synced(os.path.join(tmp, SIGNATURE), json.dumps(sig, indent=1).encode("ascii"))
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; a version is read by the serving loop
         os.rename(tmp, final)
     except BaseException:
@@ -155,6 +196,13 @@ def write_version(
     switch_latest(registry_dir, version)
     log.info("registry: wrote %s (%d series)", final, len(series))
     return version
+
+
+def _write_synced(path: str, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def switch_latest(registry_dir: str, version: str) -> None:
@@ -212,15 +260,41 @@ def resolve(registry_dir: str, version: str | None = None) -> str:
     return path
 
 
-def verify(path: str) -> dict[str, Any]:
-    """Read and check a version's manifest and the sha256 of every artifact; returns the manifest.
-    Nothing is unpickled here."""
+_warned_unchecked: set[str] = set()
+
+
+def verify(path: str, key: bytes | None = None) -> dict[str, Any]:
+    """Check a version before any artifact is parsed: the manifest's bytes against
+    `manifest.sha256`, its HMAC when `key` is given, the schema version, the sha256 of every
+    artifact, and that the folder holds nothing else. Returns the manifest.
+
+    Key policy: with a key, a version that is unsigned or whose signature does not verify is
+    refused; without one, a signed version is accepted (its signature cannot be checked) and that
+    is logged once — the checksums then guard against corruption, not against a writer who
+    rewrites them, and no artifact can run code either way."""
     mpath = os.path.join(path, MANIFEST)
     try:
-        with open(mpath, encoding="utf-8") as fh:
-            manifest = json.load(fh)
+        with open(mpath, "rb") as fh:
+            body = fh.read()
     except FileNotFoundError:
         raise RegistryError(f"registry version {path} has no {MANIFEST}; refusing it") from None
+    except OSError as exc:
+        raise RegistryError(f"registry manifest {mpath} cannot be read ({exc.strerror}); refusing it") from None
+    digest = hashlib.sha256(body).hexdigest()
+    try:
+        with open(os.path.join(path, MANIFEST_DIGEST), encoding="ascii") as fh:
+            recorded = (fh.read(256).split() or [""])[0]
+    except FileNotFoundError:
+        raise RegistryError(f"registry version {path} has no {MANIFEST_DIGEST} (written by an older tidewise, or "
+                            "removed); refusing it — retrain with `tidewise train`") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RegistryError(f"registry file {os.path.join(path, MANIFEST_DIGEST)} cannot be read ({exc}); refusing it") from None
+    if not hmac.compare_digest(recorded, digest):
+        raise RegistryError(f"registry manifest {mpath} does not match {MANIFEST_DIGEST} (sha256 {digest[:12]}…, "
+                            f"recorded {recorded[:12]}…): it was edited after training; refusing it — retrain or restore it")
+    _check_signature(path, digest, key)
+    try:
+        manifest = json.loads(body.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RegistryError(f"registry manifest {mpath} is not valid JSON ({exc}); refusing it") from None
     schema = manifest.get("schema_version") if isinstance(manifest, dict) else None
@@ -230,44 +304,97 @@ def verify(path: str) -> dict[str, Any]:
     arts = manifest.get("artifacts")
     if not isinstance(arts, dict) or SERIES_FILE not in arts:
         raise RegistryError(f"registry manifest {mpath} lists no artifacts; refusing it")
-    listed = set(arts)
     for name, meta in arts.items():
-        if os.path.basename(name) != name:
+        if os.path.basename(name) != name or name.startswith(".") or name in (MANIFEST, MANIFEST_DIGEST, SIGNATURE):
             raise RegistryError(f"registry manifest {mpath} names an artifact outside its folder: {name!r}")
         fpath = os.path.join(path, name)
         if not os.path.isfile(fpath):
             raise RegistryError(f"registry artifact {fpath} is missing; refusing version {manifest.get('version')}")
         digest = sha256_file(fpath)
-        if digest != meta.get("sha256"):
+        if not isinstance(meta, dict) or digest != meta.get("sha256"):
+            want = str(meta.get("sha256") if isinstance(meta, dict) else None)
             raise RegistryError(f"registry artifact {fpath} fails its checksum (sha256 {digest[:12]}…, manifest says "
-                                f"{str(meta.get('sha256'))[:12]}…): it was modified after training; refusing "
+                                f"{want[:12]}…): it was modified after training; refusing "
                                 f"version {manifest.get('version')} — retrain or restore it")
-    stray = [f for f in os.listdir(path) if f.endswith((".joblib", ".pkl", ".pickle")) and f not in listed]
+    # a version is written whole by `write_version`: anything else in it (a pickle dropped beside
+    # the artifacts, say) was put there by someone else
+    stray = sorted(set(os.listdir(path)) - set(arts) - {MANIFEST, MANIFEST_DIGEST, SIGNATURE})
     if stray:
-        raise RegistryError(f"registry version {path} holds unlisted model files {stray}; refusing it")
+        raise RegistryError(f"registry version {path} holds unlisted files {stray}; refusing it")
     return manifest
 
 
-def load_version(registry_dir: str, version: str | None = None) -> RegistryVersion:
-    """Verify, then load: the manifest and every checksum first, the joblib artifacts after."""
-    import joblib
+def _check_signature(path: str, digest: str, key: bytes | None) -> None:
+    spath = os.path.join(path, SIGNATURE)
+    if key is None:
+        if os.path.lexists(spath) and path not in _warned_unchecked:
+            _warned_unchecked.add(path)
+            log.warning("registry version %s is signed but no --registry-key was given: its signature is not "
+                        "checked", path)
+        return
+    if not os.path.lexists(spath):
+        raise RegistryError(f"registry version {path} is not signed but --registry-key was given; refusing it — "
+                            "retrain with `tidewise train --registry-key FILE`")
+    try:
+        with open(spath, encoding="ascii") as fh:
+            sig = json.loads(fh.read(4096))
+        mac = str(sig["mac"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RegistryError(f"registry signature {spath} is unreadable ({exc}); refusing it") from None
+    if not hmac.compare_digest(mac, _mac(key, digest)):
+        raise RegistryError(f"registry version {path}: the signature does not verify with the given key (key id "
+                            f"{_key_id(key)}, signed with {str(sig.get('key_id'))[:12]}); refusing it — use the "
+                            "training job's key or retrain")
 
+
+def load_version(registry_dir: str, version: str | None = None, key: bytes | None = None) -> RegistryVersion:
+    """Verify, then load: the manifest chain and every checksum first, the artifacts after, parsed
+    as JSON and NumPy arrays only (no pickle). A version that verifies but does not load (a
+    truncated or incompatible artifact) is refused like a tampered one, so that serving falls
+    back to an older version rather than failing on every run."""
     path = resolve(registry_dir, version)
-    manifest = verify(path)
-    with open(os.path.join(path, SERIES_FILE), encoding="utf-8") as fh:
-        series = json.load(fh)
-    profiles = {}
-    if "profiles.json" in manifest["artifacts"]:
-        with open(os.path.join(path, "profiles.json"), encoding="utf-8") as fh:
-            profiles = json.load(fh)
-    gm = None
-    if GLOBAL_FILE in manifest["artifacts"]:
-        gm = joblib.load(os.path.join(path, GLOBAL_FILE))  # checksum verified above
-    return RegistryVersion(path, manifest.get("version", os.path.basename(path)), manifest, series, gm, profiles)
+    manifest = verify(path, key)
+    arts = manifest["artifacts"]
+    try:
+        series = _read_json(path, SERIES_FILE)
+        profiles = _read_json(path, "profiles.json") if "profiles.json" in arts else {}
+        gm = None
+        if GLOBAL_META in arts or GLOBAL_ARRAYS in arts:
+            gm = _load_global(path, manifest)
+        reg = RegistryVersion(path, manifest.get("version", os.path.basename(path)), manifest, series, gm, profiles)
+        reg.choices = {k: choice_of(k, e, reg) for k, e in series.items()}
+        return reg
+    except RegistryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever verified bytes do when parsed, the version is refused
+        raise RegistryError(f"registry version {path} verifies but does not load ({type(exc).__name__}: {exc}); "
+                            "refusing it — retrain with `tidewise train`") from None
 
 
-def load_last_good(registry_dir: str, on_refused: Callable[[str, RegistryError], None] | None = None) -> RegistryVersion:
-    """`latest` if it verifies, else the newest version that does (the serving loop's rule)."""
+def _read_json(path: str, name: str) -> dict[str, Any]:
+    with open(os.path.join(path, name), encoding="utf-8") as fh:
+        obj = json.load(fh)
+    if not isinstance(obj, dict):
+        raise ValueError(f"{name} holds a {type(obj).__name__}, not an object")
+    return obj
+
+
+def _load_global(path: str, manifest: dict[str, Any]):
+    from predictor.models.gbm import GlobalGBM
+
+    meta = _read_json(path, GLOBAL_META)
+    with np.load(os.path.join(path, GLOBAL_ARRAYS), allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    gm = GlobalGBM.from_arrays(meta, arrays)
+    missing = [q for q in manifest.get("quantiles", []) if float(q) not in gm.fitted_quantiles_]
+    if missing:
+        raise ValueError(f"the global model lacks the quantile(s) {missing} of the manifest")
+    return gm
+
+
+def load_last_good(registry_dir: str, on_refused: Callable[[str, RegistryError], None] | None = None,
+                   key: bytes | None = None) -> RegistryVersion:
+    """`latest` if it verifies and loads, else the newest version that does (the serving loop's rule)."""
     tried = []
     candidates = []
     try:
@@ -277,7 +404,7 @@ def load_last_good(registry_dir: str, on_refused: Callable[[str, RegistryError],
     candidates += [v for v in reversed(list_versions(registry_dir)) if v not in candidates]
     for v in candidates:
         try:
-            return load_version(registry_dir, v)
+            return load_version(registry_dir, v, key)
         except RegistryError as exc:
             tried.append(str(exc))
             log.error("registry version %s refused: %s", v, exc)
@@ -303,7 +430,10 @@ def choice_of(key: str, entry: dict[str, Any], reg: RegistryVersion):
     from predictor.forecasting import make_model
     from predictor.selection import ENSEMBLE, GLOBAL, Choice
 
-    choice = Choice(key, entry["model"], reg.quantiles, list(entry.get("shifts") or [0.0] * len(reg.quantiles)),
+    shifts = [float(v) for v in entry.get("shifts") or [0.0] * len(reg.quantiles)]
+    if len(shifts) != len(reg.quantiles):
+        raise ValueError(f"series {key}: {len(shifts)} quantile shifts for {len(reg.quantiles)} quantiles")
+    choice = Choice(key, entry["model"], reg.quantiles, shifts,
                     int(entry.get("folds", 0)), float(entry.get("acf_day") or np.nan),
                     float(entry.get("acf_week") or np.nan), {}, entry.get("skill"), entry.get("coverage"),
                     float(entry.get("scale") or 1.0), f"registry {reg.version}", list(entry.get("members") or []))
@@ -327,19 +457,26 @@ def _forecast_chunk(items, reqs, choices, gm, version, gvals):
             for k, y in items]
 
 
-def forecast_with_registry(registry_dir: str, history, req, jobs: int | None = None) -> list:
+def forecast_with_registry(registry_dir: str, history, req, jobs: int | None = None, *, key: bytes | None = None,
+                           reg: RegistryVersion | None = None) -> list:
     """`tidewise forecast --registry DIR`: forecast every series of `history` with the stored
     choices (model, calibration) and the stored global GBM — no backtest, no global refit. The
     global model predicts all series in batches; the cheap per-series models fan out over `jobs`
     processes (default: all cores when there are over 1,000 series). A series the registry does
-    not know gets the no-backtest default, and its note says so."""
+    not know gets the no-backtest default, and its note says so.
+
+    `reg`: a version already loaded (the serving loop's); its folder is verified again and must
+    still hold the same manifest, so a version changed on disk since it was loaded is refused."""
     from dataclasses import replace
 
     from predictor.errors import InputError
     from predictor.forecasting import series_requests
     from predictor.selection import GLOBAL
 
-    reg = load_version(registry_dir)
+    if reg is None:
+        reg = load_version(registry_dir, key=key)
+    elif verify(reg.path) != reg.manifest:
+        raise RegistryError(f"registry version {reg.path} changed on disk since it was loaded; refusing it")
     if tuple(float(q) for q in req.quantiles) != reg.quantiles:
         raise InputError(f"--quantiles {','.join(f'{q:g}' for q in req.quantiles)}: registry version {reg.version} "
                          f"was trained for {','.join(f'{q:g}' for q in reg.quantiles)}; ask for those or retrain")
@@ -349,7 +486,7 @@ def forecast_with_registry(registry_dir: str, history, req, jobs: int | None = N
     if req.origin is None:
         req = replace(req, origin=history.end + req.step)
     reqs = series_requests(history, req)
-    choices = {k: choice_of(k, reg.series[k], reg) for k in history.series if k in reg.series}
+    choices = {k: reg.choices[k] for k in history.series if k in reg.choices}
     gm = reg.global_model
     gvals: dict[str, np.ndarray] = {}
     need = [k for k, c in choices.items() if c.model == GLOBAL or GLOBAL in c.members]

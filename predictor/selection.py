@@ -8,7 +8,10 @@ candidate's pinball loss at the decision quantile — a loss under which running
 than over-provisioning at q0.95 — is clearly lower (ENSEMBLE_MARGIN).
 
 Seasonality gates the candidates: a series without a daily cycle (ACF at one day < 0.3) is never
-given a daily-seasonal model, however it scored, and a weekly model needs a weekly cycle.
+given a daily-seasonal model, however it scored, and a weekly model needs a weekly cycle. History
+gates them too: each model declares the history it needs (`Forecaster.history_needed`), and a
+model needing more than serving fetches (`max_history`) is never a candidate — serving could not
+feed it and would fall back to something else, every run.
 This lives in `predictor` (not `training`) because `tidewise forecast` without a registry trains on
 its input; `training` runs the same code for the fleet and writes the result to the registry.
 """
@@ -53,19 +56,29 @@ class Candidate:
     name: str
     make: Callable[[], Forecaster]
     needs: str = ""  # "", "day" or "week": the cycle that must be present to be chosen
-    min_history: pd.Timedelta = 2 * DAY
+    min_history: pd.Timedelta = 2 * DAY  # the model's own declaration (Forecaster.history_needed)
 
 
-def default_candidates() -> list[Candidate]:
+def history_needed(name: str, members: Sequence[str] = ()) -> pd.Timedelta:
+    """The history a stored choice needs to run as chosen: its model's (or its ensemble
+    members') declared need."""
     from predictor.models import MODELS
 
-    return [
-        Candidate("seasonal_naive_daily", MODELS["seasonal_naive_daily"], "day"),
-        Candidate("seasonal_naive_weekly", MODELS["seasonal_naive_weekly"], "week", 2 * WEEK),
-        Candidate("seasonal_median", MODELS["seasonal_median"], "day"),
-        Candidate("stl", MODELS["stl"], "day"),
-        Candidate("decaying_histogram", MODELS["decaying_histogram"], "", DAY / 4),
-    ]
+    if name == ENSEMBLE:
+        return max((history_needed(m) for m in members), default=pd.Timedelta(0))
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}: use one of {sorted(MODELS)}")
+    return MODELS[name]().history_needed()
+
+
+def default_candidates(max_history: pd.Timedelta | None = None) -> list[Candidate]:
+    """The per-series candidates; with `max_history`, only those that this much history feeds."""
+    from predictor.models import MODELS
+
+    cycles = {"seasonal_naive_daily": "day", "seasonal_naive_weekly": "week", "seasonal_median": "day",
+              "stl": "day", "decaying_histogram": ""}
+    out = [Candidate(name, MODELS[name], need, MODELS[name]().history_needed()) for name, need in cycles.items()]
+    return [c for c in out if max_history is None or c.min_history <= max_history]
 
 
 @dataclass

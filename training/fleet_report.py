@@ -9,10 +9,18 @@ from predictor.registry import forecast_with_registry, load_recent, load_version
 from training.report import render_report
 
 
-def fleet_rows(reg, profiles: dict[str, dict]) -> list[dict]:
-    """One row per series: class, seasonality, chosen model, backtest skill and coverage."""
+def fallback_note(fc) -> str | None:
+    """Why a forecast ran another model than the stored choice (None when it did not)."""
+    return next((n for n in fc.notes if "fell back to" in n), None) if fc is not None else None
+
+
+def fleet_rows(reg, profiles: dict[str, dict], forecasts=()) -> list[dict]:
+    """One row per series: class, seasonality, chosen model, the model that ran for this report
+    (and why, when it differs), backtest skill and coverage."""
+    by_series = {f.series: f for f in forecasts}
     rows = []
     for key, e in sorted(reg.series.items()):
+        fc = by_series.get(key)
         prof = profiles.get(key) or {}
         scores = e.get("scores") or {}
         chosen = scores.get(e.get("model"), {})
@@ -22,6 +30,8 @@ def fleet_rows(reg, profiles: dict[str, dict]) -> list[dict]:
             "seasonality_day": prof.get("seasonality_day", e.get("acf_day")),
             "seasonality_week": prof.get("seasonality_week", e.get("acf_week")),
             "model": e.get("model"),
+            "ran": fc.model if fc is not None else None,
+            "fallback": fallback_note(fc),
             "skill": e.get("skill"),
             "coverage": e.get("coverage"),
             "pinball": chosen.get("pinball_dq"),
@@ -30,9 +40,10 @@ def fleet_rows(reg, profiles: dict[str, dict]) -> list[dict]:
 
 
 def write_registry_report(registry_dir: str, out: str, *, input_path: str | None = None,
-                          horizon: pd.Timedelta = pd.Timedelta("1d"), max_plots: int = 200) -> str:
+                          horizon: pd.Timedelta = pd.Timedelta("1d"), max_plots: int = 200,
+                          key: bytes | None = None) -> str:
     """Write the report of the latest verified version; returns a one-line summary."""
-    reg = load_version(registry_dir)
+    reg = load_version(registry_dir, key=key)
     step = pd.Timedelta(seconds=int(reg.manifest["step_seconds"]))
     if input_path:
         from predictor.history import load_history
@@ -47,9 +58,9 @@ def write_registry_report(registry_dir: str, out: str, *, input_path: str | None
     if history.step != step:
         history = _refine(history, step)
         req = ForecastRequest(horizon=horizon, step=step, quantiles=reg.quantiles)
-    forecasts = forecast_with_registry(registry_dir, history, req)
+    forecasts = forecast_with_registry(reg.path, history, req, reg=reg)
     profiles = reg.profiles or {}
-    rows = fleet_rows(reg, profiles)
+    rows = fleet_rows(reg, profiles, forecasts)
     skills = [r["skill"] for r in rows if isinstance(r.get("skill"), (int, float))]
     covs = [r["coverage"] for r in rows if isinstance(r.get("coverage"), (int, float))]
     meta = (f"registry version {reg.version}, data {reg.manifest['data_window']['start']} – "
@@ -58,7 +69,9 @@ def write_registry_report(registry_dir: str, out: str, *, input_path: str | None
             f"{pd.Series(covs).mean() if covs else float('nan'):.3f}")
     render_report(out, history, forecasts, profiles, title="Tidewise forecast report", fleet=rows, meta=meta,
                   max_plots=max_plots)
-    return f"report of {len(rows)} series ({len(forecasts)} forecasts) from {reg.version} -> {out}"
+    fell = sum(1 for r in rows if r.get("fallback"))
+    return (f"report of {len(rows)} series ({len(forecasts)} forecasts) from {reg.version} -> {out}"
+            + (f"; {fell} series ran a fallback model (see the table's 'model that ran')" if fell else ""))
 
 
 def _refine(history, step: pd.Timedelta):

@@ -22,7 +22,7 @@ from predictor.forecasting import ForecastRequest, fit_global, make_model, selec
 from predictor.history import History
 from predictor.models.gbm import GlobalGBM
 from predictor.registry import RegistryError, load_version, write_version
-from predictor.selection import DECISION_QUANTILE, ENSEMBLE, GLOBAL, Choice, decision_index
+from predictor.selection import DECISION_QUANTILE, ENSEMBLE, GLOBAL, Choice, decision_index, history_needed
 from predictor.timestamps import epoch_ns
 
 log = logging.getLogger(__name__)
@@ -31,8 +31,11 @@ DAY = pd.Timedelta("1d")
 # The data a version saw is fingerprinted over its last two days: a rolling window drops older
 # days anyway, and late corrections and backfills land in the recent past.
 FINGERPRINT_SPAN = pd.Timedelta("2d")
-# The report's context: a week of history at 15 min keeps 1,000 series under ~10 MB.
-RECENT_DAYS = pd.Timedelta("7d")
+# What the serving loop fetches each run (autoscaler.settings.LoopSettings.history_window, same
+# default): no model needing more is chosen, since serving could not feed it.
+SERVING_HISTORY = pd.Timedelta("8d")
+# The report's context is the serving window at 15 min (1,000 series: ~12 MB), so that the report
+# forecasts each series from as much history as serving has, with the model serving runs.
 RECENT_STEP = pd.Timedelta("15min")
 
 
@@ -50,6 +53,8 @@ class TrainSettings:
     use_global: bool = True
     chunk: int = 50  # series per task: amortises the global model's transfer to workers
     global_params: dict = field(default_factory=dict)  # GlobalGBM keyword arguments (defaults: gbm.py)
+    serving_history: pd.Timedelta = SERVING_HISTORY  # models needing more history are never chosen
+    key: bytes | None = None  # HMAC key: sign the version's manifest (predictor.registry)
 
 
 @dataclass
@@ -122,6 +127,13 @@ def plan_refits(history: History, prev, settings: TrainSettings, now_end: pd.Tim
             refit.append(key)
             why[key] = "data seen by the last version changed"
             continue
+        need = _needed(entry)
+        if need is None or need > settings.serving_history:
+            refit.append(key)
+            why[key] = (f"{entry.get('model')} needs {need / DAY:.3g} days of history; serving fetches "
+                        f"{settings.serving_history / DAY:.3g} days"
+                        if need is not None else f"unknown model {entry.get('model')!r}")
+            continue
         if now_end - pd.Timestamp(entry.get("fitted_end", prev_end)) >= settings.max_age:
             refit.append(key)
             why[key] = f"choice older than {settings.max_age}"
@@ -134,6 +146,14 @@ def plan_refits(history: History, prev, settings: TrainSettings, now_end: pd.Tim
             continue
         carry.append(key)
     return refit, carry, why
+
+
+def _needed(entry: dict[str, Any]) -> pd.Timedelta | None:
+    """The history a stored entry's model needs (None: a model this tidewise does not have)."""
+    try:
+        return history_needed(entry.get("model", ""), entry.get("members") or ())
+    except ValueError:
+        return None
 
 
 def _plain_params(name: str) -> dict[str, Any]:
@@ -218,7 +238,7 @@ def train(
     prev = None
     if settings.incremental:
         try:
-            prev = load_version(registry_dir) if os.path.lexists(os.path.join(registry_dir, "latest")) else None
+            prev = load_version(registry_dir, key=settings.key) if os.path.lexists(os.path.join(registry_dir, "latest")) else None
         except RegistryError as exc:
             log.warning("no usable previous registry version (%s): training every series", exc)
     if prev is not None and (prev.quantiles != tuple(settings.quantiles) or int(prev.manifest.get("step_seconds", 0)) != int(step.total_seconds())):
@@ -226,7 +246,7 @@ def train(
         prev = None
     refit, carry, why = plan_refits(history, prev, settings, end)
     req = ForecastRequest(horizon=settings.horizon, step=step, quantiles=settings.quantiles, origin=origin,
-                          folds=settings.folds, use_global=settings.use_global)
+                          folds=settings.folds, use_global=settings.use_global, max_history=settings.serving_history)
     # the global model: refit when anything is refitted (its backtest must not see the folds),
     # otherwise carried forward with the rest
     gm_backtest = gm_final = None
@@ -251,7 +271,7 @@ def train(
         if choice is None:
             from predictor.forecasting import choose_baseline
 
-            model, reason = choose_baseline(y, step)
+            model, reason = choose_baseline(y, step, settings.serving_history)
             if err:
                 failed[key] = err
             entry = {"model": model.label, "shifts": [0.0] * len(settings.quantiles), "folds": 0,
@@ -261,6 +281,7 @@ def train(
             entry.pop("series", None)
             entry["pinball_dq"] = choice.scores[choice.model]["pinball_dq"]
             entry["params"] = {m: _plain_params(m) for m in (choice.members or [choice.model])}
+        entry["history_needed_seconds"] = int(_needed(entry).total_seconds())  # type: ignore[union-attr]
         entry["fitted_end"] = y.index[-1].isoformat()
         fw0 = max(y.index[0], y.index[-1] - FINGERPRINT_SPAN)
         entry["fingerprint_window"] = [fw0.isoformat(), y.index[-1].isoformat()]
@@ -280,8 +301,11 @@ def train(
         step_seconds=int(step.total_seconds()),
         global_model=gm_final,
         profiles=profiles,
-        recent=recent_frame(history),
+        recent=recent_frame(history, settings.serving_history),
+        key=settings.key,
         extra={"recent_step_seconds": int(max(step, RECENT_STEP).total_seconds()),
+               "serving_history_seconds": int(settings.serving_history.total_seconds()),
+               "history_needed_seconds": max((int(e.get("history_needed_seconds") or 0) for e in entries.values()), default=0),
                "training": {"refitted": len(refit), "carried": len(carry), "global_refit": global_refit,
                             "folds": settings.folds, "previous": prev.version if prev else None,
                             "decision_quantile": DECISION_QUANTILE,
@@ -295,12 +319,12 @@ def train(
     return TrainResult(version, os.path.abspath(registry_dir), refit, carry, why, dict(sorted(models.items())), global_refit, failed)
 
 
-def recent_frame(history: History) -> pd.DataFrame:
-    """The last RECENT_DAYS of every series at RECENT_STEP (mean), long format, for the report."""
+def recent_frame(history: History, span: pd.Timedelta = SERVING_HISTORY) -> pd.DataFrame:
+    """The last `span` of every series at RECENT_STEP (mean), long format, for the report."""
     step = max(history.step, RECENT_STEP)
     parts = []
     for k, y in history.series.items():
-        tail = y[y.index > y.index[-1] - RECENT_DAYS]
+        tail = y[y.index > y.index[-1] - span]
         if step != history.step:
             tail = tail.resample(step).mean()
         parts.append(pd.DataFrame({"series": k, "timestamp": tail.index, "value": tail.to_numpy(dtype=float)}))

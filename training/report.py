@@ -31,6 +31,7 @@ FLEET_COLUMNS = [
     ("seasonality_day", "season day"),
     ("seasonality_week", "season week"),
     ("model", "chosen model"),
+    ("ran", "model that ran"),
     ("skill", "skill vs seasonal naive"),
     ("coverage", "coverage q0.95"),
     ("pinball", "pinball@0.95 (scaled)"),
@@ -139,10 +140,12 @@ def _fleet_table(rows: Sequence[dict[str, Any]]) -> str:
         cells = []
         for c, _ in FLEET_COLUMNS:
             v = r.get(c)
-            cls = "k" if c in ("series", "class", "model") else ""
+            cls = "k" if c in ("series", "class", "model", "ran") else ""
             if c == "skill" and isinstance(v, (float, np.floating)) and np.isfinite(v):
                 cls = "good" if v < 1 else "bad"
-            cells.append(f'<td class="{cls}">{_fmt(v)}</td>')
+            tip = f' title="{html.escape(r["fallback"])}"' if c == "ran" and r.get("fallback") else ""
+            text = _fmt(v) + (" (fallback)" if tip else "")
+            cells.append(f'<td class="{cls}"{tip}>{text}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -182,6 +185,9 @@ def render_html(
         prof = profiles.get(fc.series)
         img = plot_series(fc.series, history.series.get(fc.series), fc, prof)
         cap = f"{html.escape(fc.series)} — model {html.escape(fc.model)} ({html.escape(fc.version)})"
+        fell = next((n for n in fc.notes if "fell back to" in n), None)
+        if fell:
+            cap += f" — {html.escape(fell)}"
         if prof and prof.get("class"):
             cap += f", class {html.escape(str(prof['class']))}"
         parts.append(f'<div class="plot"><img alt="{html.escape(fc.series)}" src="data:image/png;base64,{img}">'

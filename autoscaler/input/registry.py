@@ -1,9 +1,11 @@
 """The model registry step: load and verify a `predictor.registry` version, keep the last good one.
 
-`load_last_good` verifies every checksum before anything is unpickled and falls back to the newest
-version that verifies; the loop keeps the version it last loaded when even that fails. Forecasts are
-made with the stored per-series choices of *that* version (its folder is named explicitly, so a
-tampered `latest` cannot slip in), at the quantiles it was trained for.
+`load_last_good` checks the manifest chain (and its HMAC when a key file is configured) and every
+checksum before any artifact is parsed — artifacts are JSON and NumPy arrays, never pickles — and
+falls back to the newest version that verifies *and loads*; the loop keeps the version it last
+loaded when even that fails. Forecasts are made with the stored per-series choices of *that*
+version (its folder is verified again on use and must hold the same manifest, so a version changed
+on disk cannot slip in), at the quantiles it was trained for.
 """
 from __future__ import annotations
 
@@ -15,11 +17,18 @@ from predictor.history import History
 from predictor.types import Forecast
 
 
-def load_registry(path: str) -> Any:
-    """The newest verified version under `path` (a RegistryVersion); RegistryError when none verifies."""
-    from predictor.registry import load_last_good
+def load_registry(path: str, key_file: str | None = None) -> Any:
+    """The newest verified version under `path` (a RegistryVersion); RegistryError when none
+    verifies. `key_file` is read on every load, so a rotated Secret takes effect without a restart."""
+    from predictor.registry import RegistryError, load_last_good, read_key
 
-    return load_last_good(path)
+    key = None
+    if key_file:
+        try:
+            key = read_key(key_file, "registry key file")
+        except Exception as exc:  # noqa: BLE001 - a vanished Secret refuses the load, it does not stop the loop
+            raise RegistryError(str(exc)) from None
+    return load_last_good(path, key=key)
 
 
 def registry_forecaster(registry: Any, path: str) -> Callable[[History, ForecastRequest], list[Forecast]]:
@@ -29,6 +38,7 @@ def registry_forecaster(registry: Any, path: str) -> Callable[[History, Forecast
     def forecast(history: History, req: ForecastRequest) -> list[Forecast]:
         # the registry answers at the quantiles it was trained for; decisions pick the nearest
         # higher one they need (autoscaler.logic.vpa.quantile_column)
-        return forecast_with_registry(registry.path, history, replace(req, quantiles=tuple(registry.quantiles)))
+        return forecast_with_registry(registry.path, history, replace(req, quantiles=tuple(registry.quantiles)),
+                                      reg=registry)
 
     return forecast

@@ -152,7 +152,8 @@ class ServingLoop:
         if registry_dir and registry_loader is None:
             from autoscaler.input.registry import load_registry, registry_forecaster as default_rf
 
-            registry_loader, registry_forecaster = load_registry, default_rf
+            key_file = settings.loop.registry_key_file
+            registry_loader, registry_forecaster = (lambda path: load_registry(path, key_file)), default_rf
         self.registry_loader = registry_loader
         self.registry_forecaster = registry_forecaster
         self.registry: Any = None  # last good
@@ -244,6 +245,13 @@ class ServingLoop:
             self.registry = loaded
             self.registry_label = str(getattr(loaded, "version", None) or self.registry_dir)
             detail = f"loaded {self.registry_label}"
+            need = (getattr(loaded, "manifest", None) or {}).get("history_needed_seconds")
+            window = parse_duration(self.settings.loop.history_window)
+            if isinstance(need, int) and pd.Timedelta(seconds=need) > window:
+                # those series' forecasts fall back to a model the window feeds, and say so
+                detail += (f"; its models need up to {pd.Timedelta(seconds=need)} of history, more than the "
+                           f"{self.settings.loop.history_window} fetched: those series fall back")
+                log.warning("registry %s: %s", self.registry_label, detail)
         except Exception as exc:  # noqa: BLE001 - a bad registry must never stop the loop
             log.error("registry %s refused (%s); keeping %s", self.registry_dir, exc,
                       "the last good version" if self.registry is not None else "stateless forecasts")

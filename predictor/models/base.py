@@ -25,6 +25,14 @@ class Forecaster(BaseEstimator):
     """Base class; subclasses set `name` and implement `_fit` and `_predict`."""
 
     name: ClassVar[str] = "forecaster"
+    # The span of history `fit` needs to work as designed. Training never chooses a model that
+    # needs more than serving fetches (predictor.selection.servable), and forecasting a series with
+    # less falls back to a model it can feed, saying so (predictor.forecasting).
+    min_history: ClassVar[str] = "2d"
+
+    def history_needed(self) -> pd.Timedelta:
+        """`min_history`; models whose need depends on a parameter (a season) override this."""
+        return pd.Timedelta(self.min_history)
 
     def fit(self, y: pd.Series) -> "Forecaster":
         y = check_series(y)

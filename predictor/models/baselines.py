@@ -14,6 +14,10 @@ class SeasonalNaive(Forecaster):
 
     name = "seasonal_naive"
 
+    def history_needed(self) -> pd.Timedelta:
+        """Two seasons: the last one repeated, and one before it for the residuals."""
+        return 2 * pd.Timedelta(self.season)
+
     def __init__(self, season: str = "1d", residual_window: str = "7d"):
         self.season = season
         self.residual_window = residual_window
@@ -55,6 +59,7 @@ class DecayingHistogram(Forecaster):
     week-old sample weighs 1/128), over the last `window` (8 d as in the VPA). Flat forecast."""
 
     name = "decaying_histogram"
+    min_history = "6h"  # runs on any two samples; under a quarter day its percentiles rest on too few
 
     def __init__(self, half_life: str = "24h", window: str = "8d"):
         self.half_life = half_life

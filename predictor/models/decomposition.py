@@ -23,6 +23,11 @@ class STLForecaster(Forecaster):
     hourly halves a trend's slope in ~34 h, so a ramp is not extrapolated all week."""
 
     name = "stl"
+    min_history = "2d"
+
+    def history_needed(self) -> pd.Timedelta:
+        """Two days for STL; MSTL is only itself (weekly) with two weeks and a day."""
+        return pd.Timedelta("15d") if self.weekly else pd.Timedelta(self.min_history)
 
     def __init__(self, coarse_step: str = "1h", weekly: bool = False, trend_damping: float = 0.98,
                  robust: bool = False):

@@ -20,6 +20,7 @@ class SeasonalMedian(Forecaster):
     shift is believed after one window, the rest waits for the median to catch up)."""
 
     name = "seasonal_median"
+    min_history = "2d"  # the median of fewer days than `days` is still a daily profile; one day has no residuals
 
     def __init__(self, days: int = 7, level_window: str = "6h", level_weight: float = 0.5,
                  residual_days: int = 7):

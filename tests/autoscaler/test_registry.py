@@ -57,3 +57,90 @@ def test_with_no_verifiable_version_nothing_is_written(objects, history, tmp_pat
     rep = loop.run_once()
     assert rep.outcome == FROZEN and "forecast" in rep.reason
     assert rep.changes == [] and len(sink.changes) == n
+
+
+def reseal(folder):
+    """Rewrite the checksum chain after an edit, as a writer of the volume without the key can."""
+    import hashlib
+    import json
+
+    m = json.load(open(os.path.join(folder, "manifest.json")))
+    for name in m["artifacts"]:
+        m["artifacts"][name]["sha256"] = registry.sha256_file(os.path.join(folder, name))
+    body = json.dumps(m, indent=1).encode()
+    open(os.path.join(folder, "manifest.json"), "wb").write(body)
+    open(os.path.join(folder, "manifest.sha256"), "w").write(f"{hashlib.sha256(body).hexdigest()}  manifest.json\n")
+
+
+@pytest.mark.parametrize("damage", ["unknown model", "truncated arrays"])
+def test_a_version_that_verifies_but_does_not_load_leaves_the_last_good_serving(objects, history, tmp_path, damage):
+    """A fresh loop (no version in memory) must not freeze on every run because the newest
+    version's bytes match their checksums but do not load: it serves the one before."""
+    from predictor.models.gbm import GlobalGBM
+
+    gm = GlobalGBM(quantiles=QS, max_iter=3, max_origins=2, max_rows=2000).fit_many(history.series)
+    series = {k: {"model": "seasonal_naive_daily", "shifts": [0.0] * len(QS)} for k in history.series}
+    kw = dict(quantiles=QS, series=series, step_seconds=300, global_model=gm,
+              data_window=("2026-10-24T00:00:00Z", "2026-11-02T00:00:00Z"))
+    v1 = registry.write_version(str(tmp_path), now=dt.datetime(2026, 11, 2, 0, 0, tzinfo=dt.timezone.utc), **kw)
+    v2 = registry.write_version(str(tmp_path), now=dt.datetime(2026, 11, 2, 0, 5, tzinfo=dt.timezone.utc), **kw)
+    folder = os.path.join(tmp_path, v2)
+    if damage == "unknown model":
+        p = os.path.join(folder, "series.json")
+        open(p, "w").write(open(p).read().replace("seasonal_naive_daily", "seasonal_naive_hourly"))
+    else:
+        p = os.path.join(folder, "global_gbm.npz")
+        data = open(p, "rb").read()
+        open(p, "wb").write(data[: len(data) // 3])
+    reseal(folder)
+    loop = loop_for(objects, history, tmp_path, DryRunSink())
+    for _ in range(2):
+        rep = loop.run_once()
+        assert rep.outcome == OK and rep.registry == v1
+        assert rep.vpa and all(f"@{v1}" in d.containers[0].resources[r].reason.model
+                               for d in rep.vpa for r in d.containers[0].resources)
+
+
+def test_with_a_key_unsigned_versions_are_refused_and_signed_ones_served(objects, history, tmp_path):
+    key = tmp_path / "key"
+    key.write_bytes(b"s" * 32)
+    reg_dir = tmp_path / "models"
+    write(reg_dir, history, 0)  # unsigned
+    s = fast_settings()
+    s.loop.forecast_refresh = None
+    s.loop.registry_key_file = str(key)
+    loop = ServingLoop(s, source_of(history), StaticCluster(objects), DryRunSink(), registry_dir=str(reg_dir))
+    rep = loop.run_once()
+    assert rep.registry == "none" and any("is not signed" in why for why in rep.skipped.values())
+    series = {k: {"model": "seasonal_naive_daily", "shifts": [0.0] * len(QS)} for k in history.series}
+    signed = registry.write_version(str(reg_dir), quantiles=QS, series=series, step_seconds=300, key=b"s" * 32,
+                                    data_window=("2026-10-24T00:00:00Z", "2026-11-02T00:00:00Z"),
+                                    now=dt.datetime(2026, 11, 2, 0, 9, tzinfo=dt.timezone.utc))
+    rep = loop.run_once()
+    assert rep.outcome == OK and rep.registry == signed
+
+
+def test_serve_refuses_an_unreadable_key_file_up_front(tmp_path, capsys):
+    from tidewise.cli import main
+
+    os.makedirs(tmp_path / "models")
+    code = main(["serve", "--once", "--source", "synthetic", "--registry", str(tmp_path / "models"),
+                 "--registry-key", str(tmp_path / "missing"), "--port", "0"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--registry-key" in err and "cannot read the key file" in err and "Traceback" not in err
+
+
+def test_serve_names_the_model_that_ran_when_the_window_cannot_feed_the_stored_one(objects, history, tmp_path):
+    """A version storing weekly naive choices (14 days) served from the 8-day window: decisions
+    name the model that actually ran, and the registry step says those series fall back."""
+    series = {k: {"model": "seasonal_naive_weekly", "shifts": [0.0] * len(QS)} for k in history.series}
+    v = registry.write_version(str(tmp_path), quantiles=QS, series=series, step_seconds=300,
+                               data_window=("2026-10-18T00:00:00Z", "2026-11-02T00:00:00Z"),
+                               extra={"history_needed_seconds": 14 * 86400},
+                               now=dt.datetime(2026, 11, 2, 0, 0, tzinfo=dt.timezone.utc))
+    rep = loop_for(objects, history, tmp_path, DryRunSink()).run_once()
+    assert rep.outcome == OK and rep.registry == v and rep.vpa
+    models = {d.containers[0].resources[r].reason.model for d in rep.vpa for r in d.containers[0].resources}
+    assert models and all(m.endswith(f"@{v}") and not m.startswith("seasonal_naive_weekly") for m in models), models
+    step = next(s for s in rep.steps if s.name == "registry")
+    assert "need up to 14 days" in step.detail and "fall back" in step.detail

@@ -62,15 +62,47 @@ def test_forecast_refuses_a_tampered_registry(trained, tmp_path, capsys):
     reg, inp, _ = trained
     copy = str(tmp_path / "models")
     shutil.copytree(reg, copy, symlinks=True)
-    art = os.path.join(copy, "latest", "global_gbm.joblib")
+    art = os.path.join(copy, "latest", "global_gbm.npz")
     data = bytearray(open(art, "rb").read())
     data[100] ^= 0xFF
     open(art, "wb").write(bytes(data))
     out = str(tmp_path / "f.csv")
     assert main(["forecast", "--input", inp, "--output", out, "--registry", copy]) == 1
     err = capsys.readouterr().err
-    assert re.search(r"tidewise forecast: error: registry artifact .*global_gbm.joblib fails its checksum", err)
+    assert re.search(r"tidewise forecast: error: registry artifact .*global_gbm.npz fails its checksum", err)
     assert "Traceback" not in err and not os.path.exists(out)
+
+
+def test_registry_key_signs_and_verifies_end_to_end(tmp_path, capsys):
+    """train --registry-key signs; forecast/report verify with it; another key or an unsigned
+    version is refused with one line; a bad key file path is a usage error (exit 2)."""
+    hist = small_history(workloads=1, days=4)
+    inp = str(tmp_path / "history.csv")
+    hist.to_long().to_csv(inp, index=False)
+    key, other = tmp_path / "key", tmp_path / "other"
+    key.write_bytes(os.urandom(32))
+    other.write_bytes(os.urandom(32))
+    signed, plain = str(tmp_path / "signed"), str(tmp_path / "plain")
+    base = ["train", "--source", "file", "--input", inp, "--folds", "1", "--no-global"]
+    assert main(base + ["--registry", signed, "--registry-key", str(key)]) == 0
+    assert main(base + ["--registry", plain]) == 0
+    assert os.path.isfile(os.path.join(signed, "latest", "manifest.sig"))
+    capsys.readouterr()
+    out = str(tmp_path / "f.csv")
+    fc = ["forecast", "--input", inp, "--output", out]
+    assert main(fc + ["--registry", signed, "--registry-key", str(key)]) == 0
+    assert main(["report", "--registry", signed, "--registry-key", str(key), "--out", str(tmp_path / "r.html")]) == 0
+    capsys.readouterr()
+    os.unlink(out)
+    for reg_dir, k, why in [(signed, other, "signature does not verify"), (plain, key, "is not signed")]:
+        assert main(fc + ["--registry", reg_dir, "--registry-key", str(k)]) == 1
+        err = capsys.readouterr().err
+        assert why in err and len(err.strip().splitlines()) == 1 and not os.path.exists(out)
+    for cmd in (fc + ["--registry", signed], ["report", "--registry", signed, "--out", str(tmp_path / "x.html")],
+                base + ["--registry", signed]):
+        assert main(cmd + ["--registry-key", str(tmp_path / "missing")]) == 2
+        err = capsys.readouterr().err
+        assert "--registry-key" in err and "cannot read the key file" in err and "Traceback" not in err
 
 
 def test_train_errors_are_clear(tmp_path, capsys):

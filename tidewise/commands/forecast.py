@@ -24,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--step", default="5m", help="step of the forecast grid; the input is resampled to it (default 5m)")
     p.add_argument("--quantiles", default="0.5,0.9,0.95,0.99", help="comma-separated, each in (0, 1) (default 0.5,0.9,0.95,0.99)")
     p.add_argument("--registry", metavar="DIR", help="use the trained models in this registry instead of fitting on the input")
+    p.add_argument("--registry-key", metavar="FILE", help="HMAC key file: refuse registry versions not signed with it")
     p.add_argument("--model", default="auto", help="auto (default: chosen per series) or one model name")
     p.add_argument("--origin", help="first forecast timestamp (default: latest input timestamp + step)")
     p.add_argument("--allow-negative", action="store_true", default=None,
@@ -73,10 +74,13 @@ def run(args: argparse.Namespace) -> int:
     if not history.series:
         raise InputError(f"input {args.input} holds no values")
     req = ForecastRequest(horizon=horizon, step=step, quantiles=quantiles, model=args.model, origin=origin)
+    if args.registry_key and not args.registry:
+        raise InputError("--registry-key is only used with --registry DIR")
     if args.registry:
-        from predictor.registry import forecast_with_registry
+        from predictor.registry import forecast_with_registry, read_key
 
-        forecasts = forecast_with_registry(args.registry, history, req)
+        key = read_key(args.registry_key) if args.registry_key else None
+        forecasts = forecast_with_registry(args.registry, history, req, key=key)
     else:
         with progress("forecasting", len(history.series)) as advance:
             forecasts = forecast_history(history, req, progress=advance)

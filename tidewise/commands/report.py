@@ -20,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="report.html", metavar="PATH", help="HTML file to write (default report.html)")
     p.add_argument("--input", metavar="PATH", help="history file to forecast from (default: the registry's stored recent history)")
     p.add_argument("--horizon", default="24h", help="forecast horizon shown (default 24h)")
+    p.add_argument("--registry-key", metavar="FILE", help="HMAC key file: refuse a version not signed with it")
     p.add_argument("--max-plots", type=int, default=200, help="plot at most this many series (default 200)")
     p.set_defaults(func=run)
 
@@ -32,7 +33,12 @@ def run(args: argparse.Namespace) -> int:
     horizon = parse_duration(args.horizon, what="--horizon")
     if args.max_plots < 0:
         raise InputError("--max-plots must be 0 or more")
+    key = None
+    if args.registry_key:
+        from predictor.registry import read_key
+
+        key = read_key(args.registry_key)
     summary = write_registry_report(args.registry, args.out, input_path=args.input, horizon=horizon,
-                                    max_plots=args.max_plots)
+                                    max_plots=args.max_plots, key=key)
     print(summary, file=sys.stderr)
     return 0

@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prometheus-url", help="Prometheus base URL (overrides the config file)")
     p.add_argument("--seed", type=int, default=7, help="seed of --source synthetic (default 7)")
     p.add_argument("--registry", metavar="DIR", help="model registry folder (models/<version>); default: stateless forecasts")
+    p.add_argument("--registry-key", metavar="FILE", help="HMAC key file (e.g. a mounted Secret): refuse registry "
+                                                         "versions not signed with it (default: unsigned accepted)")
     p.add_argument("--sink", choices=["api", "file"], default="api", help="where changes go (default api)")
     p.add_argument("--out", metavar="DIR", help="output folder of --sink file")
     p.add_argument("--recommender-name", default=None, help="serve VPAs naming this recommender (default tidewise)")
@@ -72,7 +74,7 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
         guardrails=settings_from(GuardrailSettings, section.get("guardrails"), "serve.guardrails",
                                  kill_switch_file=args.kill_switch),
         loop=settings_from(LoopSettings, section.get("loop"), "serve.loop", interval=args.interval, step=args.step,
-                           forecast_model=args.model,
+                           forecast_model=args.model, registry_key_file=args.registry_key,
                            apply=True if args.apply else None),
     )
 
@@ -137,6 +139,12 @@ def run(args: argparse.Namespace) -> int:
     metrics_host, metrics_port = _metrics_address(args)
     if args.registry and not os.path.isdir(args.registry):
         raise InputError(f"--registry {args.registry}: no such folder")
+    if settings.loop.registry_key_file:
+        from predictor.registry import read_key
+
+        if not args.registry:
+            raise InputError("--registry-key is only used with --registry DIR")
+        read_key(settings.loop.registry_key_file)  # a missing or short key is a usage error now, not a refused registry later
 
     # history source
     if args.source == "file":

@@ -14,6 +14,10 @@ model for a series without a daily cycle), conformal calibration of the quantile
 residuals, then a new version in the registry:
 DIR/<version>/manifest.json + artifacts, and DIR/latest pointing at it.
 
+No model needing more history than serving fetches (--serving-history, default 8d: serve's
+loop.history_window) is chosen. Artifacts are JSON and NumPy arrays, never pickles; with
+--registry-key FILE the manifest is signed (HMAC-SHA256) for forecast/report/serve to verify.
+
 Incremental by default: series whose data did not change and whose recent error did not drift are
 carried forward from the latest version. `--every 24h` keeps training on that schedule.
 """
@@ -36,6 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dask-scheduler", metavar="ADDRESS", help="fan the backtests out on this Dask scheduler (tcp://host:8786)")
     p.add_argument("--full", action="store_true", help="refit every series (default: incremental)")
     p.add_argument("--no-global", action="store_true", help="leave the global GBM out of the candidates")
+    p.add_argument("--serving-history", default="8d", metavar="DURATION",
+                   help="history the serving loop fetches (its loop.history_window, default 8d): no model needing "
+                        "more is chosen, and the report's stored history spans this much")
+    p.add_argument("--registry-key", metavar="FILE",
+                   help="HMAC key file (e.g. a mounted Secret): sign the new version; the previous one must verify with it")
     p.add_argument("--every", metavar="DURATION", help="keep running: train again every DURATION (e.g. 24h)")
     p.add_argument("--seed", type=int, default=7, help="seed of --source synthetic (default 7)")
     p.add_argument("--workloads", type=int, default=12, help="workloads of --source synthetic (default 12)")
@@ -86,11 +95,21 @@ def train_once(args: argparse.Namespace) -> int:
         raise InputError(f"--folds {args.folds}: at least 1 backtest day is needed")
     if args.jobs == 0:
         raise InputError("--jobs 0: use 1 (in-process), N processes, or -1 for all cores")
+    serving_history = parse_duration(args.serving_history, what="--serving-history")
+    if serving_history < step:
+        raise InputError(f"--serving-history {args.serving_history}: shorter than --step {args.step}; "
+                         "give what serve fetches (default 8d)")
+    key = None
+    if args.registry_key:
+        from predictor.registry import read_key
+
+        key = read_key(args.registry_key)
     history = load_source_history(args, step)
     if not history.series:
         raise InputError(f"--source {args.source} returned no series to train on")
     settings = TrainSettings(quantiles=parse_quantiles(args.quantiles), folds=args.folds, jobs=args.jobs,
-                             incremental=not args.full, use_global=not args.no_global)
+                             incremental=not args.full, use_global=not args.no_global,
+                             serving_history=serving_history, key=key)
     client = None
     if args.dask_scheduler:
         try:
