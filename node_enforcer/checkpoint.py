@@ -99,7 +99,7 @@ def save_checkpoint(path: str, node: str, allocation: CpuAllocation) -> bool:
         log.warning("checkpoint %s is unreadable (%s); rewritten", path, exc)
     doc = {"sha256": digest, "saved": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "payload": payload}
-    write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n", what="checkpoint", create_folder=True)
     log.info("checkpoint saved: %d dedicated pod(s) -> %s", len(payload["dedicated"]), path)
     return True
 

@@ -164,7 +164,26 @@ def pods_from_objects(objs: Any, node: str | None = None) -> list[Pod]:
     return out
 
 
+POD_CONTAINERS = {"Pod", "PodList", "List"}  # what `kubectl get pods -o yaml|json` and the kubelet give
+
+
+def _kinds(data: Any) -> set[str]:
+    """The `kind`s of the objects in a pods file (items without a kind, as in a PodList, count as pods)."""
+    objs = data if isinstance(data, list) else [data]
+    kinds = set()
+    for obj in objs:
+        if isinstance(obj, Mapping):
+            kinds.add(str(obj.get("kind") or "Pod"))
+            if isinstance(obj.get("items"), list):
+                kinds |= _kinds(obj["items"])
+    return kinds
+
+
 def read_pods_file(path: str, node: str | None = None) -> list[Pod]:
+    """The pods of a file; InputError when it holds other kinds of objects (a Node list read as pods
+    once gave an empty plan and exit 0)."""
+    if os.path.isdir(path):
+        raise InputError(f"--pods {path} is a folder; give a file of Pods (kubectl get pods -o yaml)")
     if not os.path.exists(path):
         raise InputError(f"--pods {path}: no such file")
     with open(path, encoding="utf-8") as fh:
@@ -179,6 +198,10 @@ def read_pods_file(path: str, node: str | None = None) -> list[Pod]:
         except yaml.YAMLError as exc:
             raise InputError(f"--pods {path}: neither JSON nor YAML: {exc}") from exc
         data = docs[0] if len(docs) == 1 else docs
+    other = _kinds(data) - POD_CONTAINERS
+    if other:
+        raise InputError(f"--pods {path} holds {', '.join(sorted(other))} objects, not Pods; give a Pod, a PodList "
+                         "or `kubectl get pods -o yaml` output")
     return pods_from_objects(data, node)
 
 

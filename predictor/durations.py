@@ -11,9 +11,18 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 
 
+# No duration Tidewise takes is below a second (the finest Prometheus resolution) or above ten
+# years (the longest history anyone keeps; pandas Timedeltas overflow at 292 years).
+MIN_SECONDS = 1
+MAX_SECONDS = 10 * 365 * 86400
+
+
 def parse_duration(text: str, *, what: str = "duration") -> pd.Timedelta:
-    """`24h` -> 1 day. Accepts concatenations (`1h30m`); rejects zero, negatives and unknown units."""
+    """`24h` -> 1 day. Accepts concatenations (`1h30m`); rejects zero, negatives, unknown units and
+    anything outside 1 s .. 10 years (InputError naming `what`)."""
     s = str(text).strip().lower()
+    if s.startswith("-"):
+        raise InputError(f"{what} {text!r} is negative; it must be longer than zero (for example 5m or 24h)")
     parts = _PART.findall(s)
     if not s or not parts or "".join(f"{n}{u}" for n, u in parts) != s:
         raise InputError(
@@ -22,6 +31,10 @@ def parse_duration(text: str, *, what: str = "duration") -> pd.Timedelta:
     seconds = sum(float(n) * _UNITS[u] for n, u in parts)
     if seconds <= 0:
         raise InputError(f"{what} {text!r} must be longer than zero")
+    if seconds < MIN_SECONDS:
+        raise InputError(f"{what} {text!r} is shorter than 1 second; give at least 1s")
+    if not seconds <= MAX_SECONDS:  # also catches inf from a huge number
+        raise InputError(f"{what} {text!r} is longer than 10 years; give a shorter duration")
     return pd.Timedelta(seconds=seconds)
 
 

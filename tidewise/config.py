@@ -8,10 +8,12 @@
 
 Sections are returned as plain dicts and turned into each package's settings dataclass by
 `settings_from`, which rejects unknown keys so that a typo is an error, not a silent default.
+An unknown section (`prometeus:`) is refused when the file is loaded, whatever the command.
 """
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 from typing import Any, TypeVar
 
@@ -21,19 +23,40 @@ from predictor.errors import InputError
 
 T = TypeVar("T")
 
+# The sections the commands read: fetch/train/serve read `prometheus`, serve `serve`, enforce `enforcer`.
+SECTIONS = ("enforcer", "prometheus", "serve")
+
+
+def unknown_key_message(where: str, unknown: list[str], known: list[str], what: str = "key") -> str:
+    """One line: `<where>: unknown key(s) [...] (did you mean ...?); valid: ...`, the nearest match suggested."""
+    hints = []
+    for key in unknown:
+        near = difflib.get_close_matches(str(key), known, n=1)
+        if near:
+            hints.append(f"{near[0]!r}" + (f" for {key!r}" if len(unknown) > 1 else ""))
+    hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
+    return f"{where}: unknown {what}(s) {unknown}{hint}; valid: {', '.join(sorted(known))}"
+
 
 def load_config(path: str | None) -> dict[str, Any]:
     if not path:
         return {}
-    if not os.path.exists(path):
-        raise InputError(f"config file {path}: no such file")
+    if not os.path.isfile(path):
+        raise InputError(f"config file {path}: no such file" if not os.path.exists(path) else
+                         f"config file {path} is not a file; give the YAML settings file")
     try:
         with open(path, encoding="utf-8") as fh:
             data = yaml.safe_load(fh) or {}
     except yaml.YAMLError as exc:
         raise InputError(f"config file {path} is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
-        raise InputError(f"config file {path} must be a mapping of sections (prometheus:, forecast:, ...)")
+        raise InputError(f"config file {path} must be a mapping of sections ({', '.join(f'{k}:' for k in SECTIONS)})")
+    unknown = sorted((str(k) for k in data if k not in SECTIONS), key=str)
+    if unknown:
+        raise InputError(unknown_key_message(f"config file {path}", unknown, list(SECTIONS), what="section"))
+    for name, section in data.items():
+        if section is not None and not isinstance(section, dict):
+            raise InputError(f"config file {path}: section {name!r} must be a mapping of keys, not {type(section).__name__}")
     return data
 
 
@@ -43,7 +66,7 @@ def settings_from(cls: type[T], section: dict[str, Any] | None, name: str, **ove
     known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(section) - known)
     if unknown:
-        raise InputError(f"config section {name!r}: unknown key(s) {unknown}; known: {sorted(known)}")
+        raise InputError(unknown_key_message(f"config section {name!r}", unknown, sorted(known)))
     section.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return cls(**section)

@@ -16,13 +16,38 @@ import pandas as pd
 from autoscaler.quantity import to_units
 
 
+# Kubernetes counts replicas in an int32 (spec.replicas, minReplicas, maxReplicas): a demand that
+# needs more is a unit mistake, never a decision (cast to int64 it once printed -9223372036854775808).
+MAX_REPLICAS = 2**31 - 1
+
+
+class TooManyReplicas(ValueError):
+    """A demand whose replica count does not fit Kubernetes' int32 (a unit mistake in the input)."""
+
+
+def check_replica_scale(demand: np.ndarray, per_replica: float) -> None:
+    """TooManyReplicas unless ceil(demand / per_replica) fits a Kubernetes replica count."""
+    if not (per_replica > 0 and math.isfinite(per_replica)):
+        raise ValueError(f"target per replica {per_replica!r} must be a positive number")
+    d = np.asarray(demand, dtype=float)
+    d = d[np.isfinite(d)]
+    peak = float(d.max()) if len(d) else 0.0
+    with np.errstate(over="ignore"):
+        need = peak / per_replica
+    if not need <= MAX_REPLICAS:
+        raise TooManyReplicas(f"peak demand {peak:g} / per-replica {per_replica:g} needs {need:.3g} replicas, above "
+                         f"Kubernetes' limit of {MAX_REPLICAS}; check the units of the demand and per replica")
+
+
 def replicas_needed(demand: np.ndarray, per_replica: float) -> np.ndarray:
-    """ceil(demand / per_replica), at least 1; NaN demand -> ValueError (no decision from NaN)."""
+    """ceil(demand / per_replica), at least 1; NaN demand -> ValueError (no decision from NaN), and
+    a count above MAX_REPLICAS -> ValueError (no wrapped integer)."""
     if per_replica <= 0 or not math.isfinite(per_replica):
         raise ValueError(f"target per replica {per_replica!r} must be a positive number")
     d = np.asarray(demand, dtype=float)
     if not np.all(np.isfinite(d)):
         raise ValueError(f"{int(np.sum(~np.isfinite(d)))} non-finite forecast values")
+    check_replica_scale(d, per_replica)
     # 1e-9 absorbs float noise: a demand of exactly 3 targets is 3 replicas, not 4
     return np.maximum(1, np.ceil(np.maximum(d, 0.0) / per_replica - 1e-9)).astype(int)
 
@@ -146,6 +171,7 @@ def simulate_reactive_hpa(demand_1min: np.ndarray, per: float, r0: int, *, targe
     floor in force at minute i (a predictive minReplicas); returns the serving replicas per minute.
     With no floor this is the reference scorer's reactive HPA (shared/eval/bench_decisions.py)."""
     n = len(demand_1min)
+    check_replica_scale(np.asarray(demand_1min, dtype=float), per * target_utilization)
     desired: list[int] = []
     serving = np.empty(n)
     replicas = r0

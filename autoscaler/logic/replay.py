@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from autoscaler.logic.hpa import Stabilizer, level_ratio, predictive_min_replicas, simulate_reactive_hpa
+from autoscaler.logic.hpa import Stabilizer, check_replica_scale, level_ratio, predictive_min_replicas, simulate_reactive_hpa
 from autoscaler.logic.vpa import limit_change, recommend_resource, vpa_default_request
 from autoscaler.settings import GuardrailSettings, HpaSettings, VpaSettings
 from predictor.forecasting import ForecastRequest, forecast_history
@@ -132,6 +132,7 @@ def replay_hpa(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, per: float,
     it (`simulate_reactive_hpa` with `tolerance` and `stabilization_minutes`; start-up = the
     settings' `startup`). Returns (demand per minute, floor per minute, serving replicas per minute, r0)."""
     forecaster = forecaster or DailyChoiceForecaster()
+    check_replica_scale(y.to_numpy(dtype=float), per * target_utilization)
     lead = pd.Timedelta(settings.startup)
     look = pd.Timedelta("5min")
     d1 = y.resample("1min").ffill()[start:end]

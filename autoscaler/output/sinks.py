@@ -13,7 +13,8 @@ import yaml
 
 from autoscaler.kube import Conflict, Forbidden, Kube, KubeError, NotFound, TooManyRequests
 from autoscaler.output.objects import Change
-from predictor.atomic import write_text_atomic
+from predictor.atomic import check_output_path, write_text_atomic
+from predictor.errors import InputError
 
 log = logging.getLogger(__name__)
 SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when present
@@ -75,10 +76,14 @@ class FileSink:
             # temp file + rename: a reader never sees half a file. No fsync per file: thousands of
             # review files are not worth thousands of disk flushes (a crash loses a run, not a file's sense)
             os.makedirs(os.path.dirname(path), exist_ok=True)
+            # rename replaces whatever is there: only a regular file or nothing may be (no folder, device)
+            check_output_path(path, what="file sink output")
             tmp = f"{path}.tmp{os.getpid()}"
             with open(tmp, "w", encoding="utf-8") as fh:
                 yaml.dump(change.obj, fh, Dumper=SafeDumper, sort_keys=False, default_flow_style=False)
             os.replace(tmp, path)
+        except InputError as exc:
+            return WriteResult(change.key, FAILED, str(exc))
         except OSError as exc:
             return WriteResult(change.key, FAILED, f"{path}: {exc}")
         self.written[change.key] = path

@@ -130,6 +130,16 @@ class PrometheusSource:
             except requests.exceptions.Timeout as exc:
                 raise SourceError(f"Prometheus at {self.settings.url} did not answer within "
                                   f"{self.settings.timeout_seconds:g} s; raise timeout_seconds or shorten the range") from exc
+            except Exception as exc:
+                # a 404, or a 200 that is not JSON, means the URL is some other web server (a proxy, a
+                # Grafana, the /graph page): every query would fail alike, so stop with one line. Other
+                # HTTP errors (a bad PromQL template: 400) stay per-query failures, reported by fetch.
+                not_prometheus = _not_prometheus(exc)
+                if not_prometheus:
+                    raise SourceError(f"{self.settings.url} is not a Prometheus API ({not_prometheus} on "
+                                      "/api/v1/query_range); give the base URL of Prometheus, such as "
+                                      "http://prometheus.monitoring:9090") from exc
+                raise
             t = stop + step
         return out
 
@@ -246,6 +256,18 @@ def _to_long(df: pd.DataFrame, resource: str) -> pd.DataFrame:
         "namespace": df["namespace"].to_numpy(), "kind": df["kind"].to_numpy(),
         "workload": df["workload"].to_numpy(), "container": df["container"].to_numpy(), "resource": resource,
     })
+
+
+def _not_prometheus(exc: Exception) -> str | None:
+    """Why `exc` shows that the server is not Prometheus ("HTTP 404", "a non-JSON answer"), or None."""
+    import json
+
+    text = str(exc)
+    if text.startswith("HTTP Status Code 404"):  # prometheus_api_client's PrometheusApiClientException
+        return "HTTP 404"
+    if isinstance(exc, json.JSONDecodeError) or type(exc).__name__ == "JSONDecodeError":
+        return "a non-JSON answer"
+    return None
 
 
 def _reason(exc: Exception) -> str:

@@ -22,7 +22,8 @@ and write, under --out:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the whole job on a synthetic cluster and write a report",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default="demo-out", metavar="DIR", help="output folder (default demo-out)")
+    p.add_argument("--out", default="demo-out", metavar="DIR",
+                   help="output folder, created if missing (its parent must exist; default demo-out)")
     p.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
     p.add_argument("--workloads", type=int, default=12, help="number of workloads (default 12)")
     p.add_argument("--namespaces", type=int, default=3)
@@ -47,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from predictor.history import history_from_frame, write_long
     from predictor.profile import build_profiles
     from predictor.sources.synthetic import generate_cluster
+    from tidewise.paths import prepare_output_dir
     from tidewise.progress import progress
     from training.report import render_report
 
@@ -55,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     horizon = parse_duration(args.horizon, what="--horizon")
     step = pd.Timedelta("5m")
     t0 = time.perf_counter()
-    os.makedirs(args.out, exist_ok=True)
+    prepare_output_dir(args.out)  # the folder, not a chain of them: its parent must exist
     err = Console(stderr=True)
     err.print(f"[bold]tidewise demo[/]: {args.workloads} workloads, {args.namespaces} namespaces, "
               f"{args.nodes} nodes, {args.days:g} days at 5 min -> {args.out}/")

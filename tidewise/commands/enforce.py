@@ -144,9 +144,20 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(str(exc)) from None
     kube = None
     if s.pods_from == "api" or plan_from == "api" or (s.eviction_enabled and s.pods_from != "file"):
+        from kubernetes.config import ConfigException
+
         from node_enforcer.kube import KubeApi
 
-        kube = KubeApi(kubeconfig=args.kubeconfig)
+        if args.kubeconfig and not os.path.isfile(args.kubeconfig):
+            raise InputError(f"--kubeconfig {args.kubeconfig}: no such file")
+        try:
+            kube = KubeApi(kubeconfig=args.kubeconfig)
+        except ConfigException as exc:
+            needs = "pods_from api" if s.pods_from == "api" else (
+                "the reclaim plan from the API" if plan_from == "api" else "eviction")
+            raise InputError(f"{needs} needs the Kubernetes API, but there are no credentials ({exc}): run in a pod "
+                             "with a service account, or give --kubeconfig FILE (or $KUBECONFIG)"
+                             + ("; --no-eviction needs none" if needs == "eviction" else "")) from None
     if s.pods_from == "file":
         pods_file = s.pods_file or ""
         read_pods_file(pods_file, node)  # fail now, with exit 2, on a bad file

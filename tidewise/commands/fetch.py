@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from predictor.errors import InputError
     from predictor.history import write_long
     from predictor.sources.prometheus import PrometheusSource
+    from tidewise.paths import check_output_path
 
     step = parse_duration(args.step, what="--step")
     end = parse_time(args.end, "--end") if args.end else pd.Timestamp.now(tz="UTC")
@@ -93,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("give either --start or --last, not both")
     start = parse_time(args.start, "--start") if args.start else end - parse_duration(args.last or "14d", what="--last")
     what = tuple(w.strip() for w in args.what.split(",") if w.strip())
+    check_output_path(args.output, what="--output")  # before the queries, not after them
     source = PrometheusSource(prometheus_settings(args), what=what)
     history = source.fetch(start, end, step)
     for name, why in history.failed.items():

@@ -46,20 +46,78 @@ def parse_quantiles(text: str) -> tuple[float, ...]:
     return qs
 
 
-def run(args: argparse.Namespace) -> int:
+# Limits of the forecast grid, with their reasons: the models see at most a weekly season, so a
+# forecast past 5 weeks repeats the same weeks while claiming knowledge it does not have; and one
+# series' grid is horizon/step rows, so 50,000 rows (a week at 15 s) keeps memory per series bounded.
+MAX_HORIZON = "35d"
+MAX_STEPS = 50_000
+MIN_STEP, MAX_STEP = "1m", "1d"  # below a scrape interval is noise; above a day there is no daily tide
+MIN_VALUES = 2  # what every model needs to fit (predictor.models.base.check_series)
+
+
+def check_grid(horizon_text: str, step_text: str):
+    """(horizon, step) as Timedeltas, or InputError naming the flag and its limit."""
     import pandas as pd
 
     from predictor.durations import parse_duration
     from predictor.errors import InputError
+
+    horizon = parse_duration(horizon_text, what="--horizon")
+    step = parse_duration(step_text, what="--step")
+    if not pd.Timedelta(MIN_STEP) <= step <= pd.Timedelta(MAX_STEP):
+        raise InputError(f"--step {step_text}: use {MIN_STEP} to {MAX_STEP} (the models' seasons are daily and weekly)")
+    if horizon < step:
+        raise InputError(f"--horizon {horizon_text} is shorter than --step {step_text}")
+    if horizon > pd.Timedelta(MAX_HORIZON):
+        raise InputError(f"--horizon {horizon_text}: at most {MAX_HORIZON} (the models know daily and weekly "
+                         "seasons; further ahead they would only repeat them)")
+    if horizon / step > MAX_STEPS:
+        raise InputError(f"--horizon {horizon_text} at --step {step_text} is {int(horizon / step):,} steps per "
+                         f"series; at most {MAX_STEPS:,}: use a longer --step")
+    return horizon, step
+
+
+def check_series_lengths(history, path: str, horizon) -> list[str]:
+    """InputError for a series too short to fit any model; warnings (returned and logged) for
+    series whose history is shorter than the horizon or than a day: their forecast cannot carry
+    a daily tide, and the model column names the fallback that ran."""
+    import logging
+
+    import pandas as pd
+
+    from predictor.errors import InputError
+
+    short, span_min = [], None
+    for key, y in history.series.items():
+        values = y.dropna()
+        if len(values) < MIN_VALUES:
+            raise InputError(f"input {path}: series {key!r} has {len(values)} value(s); forecasting needs at least "
+                             f"{MIN_VALUES}: give more history or leave the series out")
+        span = values.index[-1] - values.index[0] + history.step
+        if span < max(horizon, pd.Timedelta("1D")):
+            short.append(key)
+            span_min = span if span_min is None else min(span_min, span)
+    warnings = []
+    if short:
+        warnings.append(
+            f"{len(short)} series have less history than {max(horizon, pd.Timedelta('1D'))} (shortest {span_min}, "
+            f"e.g. {short[0]!r}): no daily tide can be learnt, their forecast comes from a fallback model (see the "
+            "model column); give at least 2 days of history, 2 weeks for weekly seasons")
+        logging.getLogger("tidewise.forecast").warning(warnings[-1])
+    return warnings
+
+
+def run(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from predictor.errors import InputError
     from predictor.forecasting import ForecastRequest, forecast_history, forecasts_to_frame
     from predictor.history import load_history, write_long
     from predictor.models import MODELS
+    from tidewise.paths import check_output_path, existing_registry, input_file
     from tidewise.progress import progress
 
-    horizon = parse_duration(args.horizon, what="--horizon")
-    step = parse_duration(args.step, what="--step")
-    if horizon < step:
-        raise InputError(f"--horizon {args.horizon} is shorter than --step {args.step}")
+    horizon, step = check_grid(args.horizon, args.step)
     quantiles = parse_quantiles(args.quantiles)
     if args.model != "auto" and args.model not in MODELS:
         raise InputError(f"--model {args.model!r}: use auto or one of {sorted(MODELS)}")
@@ -68,11 +126,20 @@ def run(args: argparse.Namespace) -> int:
         try:
             origin = pd.Timestamp(args.origin).tz_localize("UTC") if pd.Timestamp(args.origin).tzinfo is None \
                 else pd.Timestamp(args.origin).tz_convert("UTC")
-        except ValueError:
+        except (ValueError, OverflowError):
             raise InputError(f"--origin {args.origin!r} does not parse: use ISO-8601 UTC") from None
+    input_file(args.input)
+    check_output_path(args.output, what="--output")
+    if args.registry:
+        existing_registry(args.registry)
     history = load_history(args.input, step, allow_negative=args.allow_negative, duplicates=args.duplicates)
     if not history.series:
         raise InputError(f"input {args.input} holds no values")
+    warnings = check_series_lengths(history, args.input, horizon)
+    if origin is not None:
+        last = max(y.index[-1] for y in history.series.values())
+        if not last - pd.Timedelta(MAX_HORIZON) <= origin <= last + pd.Timedelta(MAX_HORIZON):
+            raise InputError(f"--origin {args.origin}: at most {MAX_HORIZON} from the input's latest timestamp {last}")
     req = ForecastRequest(horizon=horizon, step=step, quantiles=quantiles, model=args.model, origin=origin)
     if args.registry_key and not args.registry:
         raise InputError("--registry-key is only used with --registry DIR")
@@ -93,4 +160,6 @@ def run(args: argparse.Namespace) -> int:
         f"(models: {', '.join(f'{k} {v}' for k, v in sorted(models.items()))}; series with gaps: {gaps})",
         file=sys.stderr,
     )
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
     return 0

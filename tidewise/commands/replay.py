@@ -52,13 +52,14 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from autoscaler.logic.replay import DailyChoiceForecaster, replay_hpa, replay_vpa_decisions, replay_vpa_default
-    from autoscaler.logic.hpa import simulate_reactive_hpa
+    from autoscaler.logic.hpa import TooManyReplicas, check_replica_scale, simulate_reactive_hpa
     from autoscaler.replay.inputs import load_replay_input
     from autoscaler.settings import HpaSettings, VpaSettings
     from predictor.durations import parse_duration
     from predictor.errors import InputError
     from predictor.history import write_long
     from predictor.models import MODELS
+    from tidewise.paths import check_output_path, input_file
     from tidewise.progress import progress
 
     step = pd.Timedelta("5m")
@@ -81,7 +82,16 @@ def run(args: argparse.Namespace) -> int:
         every = parse_duration(args.every, what="--every")
         if every < step:
             raise InputError(f"--every {args.every}: at least {step} (the history step)")
+    input_file(args.input)
+    check_output_path(args.output, what="--output")
+    if args.report:
+        check_output_path(args.report, what="--report")
     data = load_replay_input(args.input, step, need_per_replica=hpa_kind)
+    for key, per in data.per_replica.items():  # refused before any work: a unit mistake, not a decision
+        try:
+            check_replica_scale(data.history.series[key].to_numpy(dtype=float), per * args.target_utilization)
+        except TooManyReplicas as exc:
+            raise InputError(f"input {args.input}: series {key!r}: {exc}") from None
     result: dict[str, dict] = {}
     parts = []
     with progress(f"replaying {args.kind}", len(data.history.series)) as advance:
@@ -90,9 +100,12 @@ def run(args: argparse.Namespace) -> int:
             fc = DailyChoiceForecaster(key=key, model=args.model)
             if hpa_kind:
                 per = data.per_replica[key]
-                demand, floor, serving, r0 = replay_hpa(
-                    y, start, end, per, settings, args.target_utilization, fc, tolerance=args.tolerance,
-                    stabilization_minutes=max(1, int(stabilization / pd.Timedelta("1min"))))
+                try:
+                    demand, floor, serving, r0 = replay_hpa(
+                        y, start, end, per, settings, args.target_utilization, fc, tolerance=args.tolerance,
+                        stabilization_minutes=max(1, int(stabilization / pd.Timedelta("1min"))))
+                except TooManyReplicas as exc:
+                    raise InputError(f"input {args.input}: series {key!r}: {exc}") from None
                 minutes = y.resample("1min").ffill()[start:end].index
                 reactive = simulate_reactive_hpa(
                     demand, per, r0, target_utilization=args.target_utilization, tolerance=args.tolerance,

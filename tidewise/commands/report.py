@@ -30,7 +30,11 @@ def run(args: argparse.Namespace) -> int:
     from predictor.errors import InputError
     from training.fleet_report import write_registry_report
 
+    from tidewise.paths import check_output_path, existing_registry
+
     horizon = parse_duration(args.horizon, what="--horizon")
+    existing_registry(args.registry)
+    check_output_path(args.out, what="--out")
     if args.max_plots < 0:
         raise InputError("--max-plots must be 0 or more")
     key = None

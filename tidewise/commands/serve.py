@@ -137,8 +137,14 @@ def run(args: argparse.Namespace) -> int:
     if args.input and args.source != "file":
         raise InputError("--input is only used with --source file")
     metrics_host, metrics_port = _metrics_address(args)
-    if args.registry and not os.path.isdir(args.registry):
-        raise InputError(f"--registry {args.registry}: no such folder")
+    from tidewise.paths import check_output_path, existing_registry, prepare_output_dir
+
+    if args.registry:
+        existing_registry(args.registry)  # a file or a missing folder: exit 2 now, not a frozen loop
+    if args.out:
+        prepare_output_dir(args.out)
+    if args.report:
+        check_output_path(args.report, what="--report")
     if settings.loop.registry_key_file:
         from predictor.registry import read_key
 

@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--nodes", type=int, default=40, metavar="N", help="nodes of 32 cores (default 40)")
     c.add_argument("--policy", default="all", choices=["all", "none", "katalyst", "koordinator", "tidewise"],
                    help="which policy to run, with its sweep (default all)")
-    c.add_argument("--out", default="simulation-out", metavar="DIR", help="output folder (default simulation-out)")
+    c.add_argument("--out", default="simulation-out", metavar="DIR",
+                   help="output folder, created if missing (its parent must exist; default simulation-out)")
     c.add_argument("--seed", type=int, default=0, help="seed of the cluster, the system noise and the batch queue")
     c.add_argument("--days", type=int, default=7, help="simulated days: each trace's last whole days (default 7)")
     c.add_argument("--forecast-model", default="auto",
@@ -46,12 +47,14 @@ def run(args: argparse.Namespace) -> int:
     from autoscaler.simulation.runner import StudySettings, run_study, write_outputs
     from predictor.errors import InputError
     from predictor.models import MODELS
+    from tidewise.paths import prepare_output_dir
     from tidewise.progress import progress
 
     if args.forecast_model != "auto" and args.forecast_model not in MODELS:
         raise InputError(f"--forecast-model {args.forecast_model!r}: use auto or one of {sorted(MODELS)}")
     if not os.path.isdir(args.traces):
         raise InputError(f"--traces {args.traces}: no such directory (the real traces live in ../shared/data)")
+    prepare_output_dir(args.out)  # before hours of simulation, not after
     s = StudySettings(traces=args.traces, nodes=args.nodes, days=args.days, seed=args.seed, policy=args.policy,
                       sweeps=not args.no_sweeps, forecast_model=args.forecast_model,
                       forecast_level=args.forecast_level,

@@ -104,6 +104,9 @@ def train_once(args: argparse.Namespace) -> int:
         from predictor.registry import read_key
 
         key = read_key(args.registry_key)
+    from tidewise.paths import registry_to_write
+
+    registry_to_write(args.registry)  # a file there, or a missing parent: exit 2 before the backtests
     history = load_source_history(args, step)
     if not history.series:
         raise InputError(f"--source {args.source} returned no series to train on")
