@@ -330,3 +330,19 @@ def test_long_enough_history_does_not_warn(tmp_path, good):
 def test_input_that_is_a_folder(tmp_path, command):
     args = [a.format(tmp=tmp_path) for a in command]
     one_line_error(run_cli(*args, "--input", str(tmp_path)), 2, "is a folder")
+
+
+# --- numbers that are not numbers ------------------------------------------------------------------
+
+@pytest.mark.parametrize("command,needle", [
+    (["replay", "hpa", "--input", "{hpa}", "--output", "{tmp}/r.csv", "--tolerance", "nan"], "--tolerance nan"),
+    (["replay", "hpa", "--input", "{hpa}", "--output", "{tmp}/r.csv", "--tolerance", "inf"], "--tolerance inf"),
+    (["demo", "--out", "{tmp}/demo", "--days", "nan"], "--days nan"),
+    (["demo", "--out", "{tmp}/demo", "--days", "inf"], "--days inf"),
+    (["simulate", "colocation", "--nodes", "0", "--out", "{tmp}/sim"], "--nodes 0"),
+])
+def test_nan_inf_and_zero_counts_are_refused(tmp_path, command, needle):
+    hpa = history_csv(tmp_path / "hpa.csv", extra={"per_replica": 1.0})
+    args = [a.format(tmp=tmp_path, hpa=hpa) for a in command]
+    one_line_error(run_cli(*args), 2, needle)
+    assert sorted(os.listdir(tmp_path)) == ["hpa.csv"]  # nothing written, no folder created

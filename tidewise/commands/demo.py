@@ -52,8 +52,11 @@ def run(args: argparse.Namespace) -> int:
     from tidewise.progress import progress
     from training.report import render_report
 
-    if args.workloads < 1 or args.nodes < 1 or args.namespaces < 1 or args.days < 2:
-        raise InputError("--workloads, --namespaces and --nodes must be >= 1 and --days >= 2")
+    # upper bounds keep the demo a demo (21 days x 12 workloads is ~150,000 rows; these are 1,000 times that)
+    if not (1 <= args.workloads <= 10_000 and 1 <= args.nodes <= 1_000 and 1 <= args.namespaces <= 1_000):
+        raise InputError("--workloads must be 1..10000, --namespaces and --nodes 1..1000")
+    if not 2 <= args.days <= 365:  # also refuses nan and inf
+        raise InputError(f"--days {args.days:g}: use 2 to 365 (at least 2 days for a daily tide)")
     horizon = parse_duration(args.horizon, what="--horizon")
     step = pd.Timedelta("5m")
     t0 = time.perf_counter()

@@ -69,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
     if hpa_kind:
         if not 0 < args.target_utilization <= 1:
             raise InputError(f"--target-utilization {args.target_utilization}: use a number in (0, 1]")
-        if args.tolerance < 0:
-            raise InputError(f"--tolerance {args.tolerance}: must be >= 0")
+        if not 0 <= args.tolerance <= 1:  # also refuses nan and inf
+            raise InputError(f"--tolerance {args.tolerance}: use a number in [0, 1] (the HPA's default is 0.1)")
         startup = parse_duration(args.startup, what="--startup")
         stabilization = parse_duration(args.stabilization, what="--stabilization")
         settings = HpaSettings(startup=f"{int(startup.total_seconds())}s")

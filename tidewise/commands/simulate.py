@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.forecast_model != "auto" and args.forecast_model not in MODELS:
         raise InputError(f"--forecast-model {args.forecast_model!r}: use auto or one of {sorted(MODELS)}")
+    if args.nodes < 1 or args.days < 1:
+        raise InputError(f"--nodes {args.nodes} and --days {args.days}: each must be at least 1")
     if not os.path.isdir(args.traces):
         raise InputError(f"--traces {args.traces}: no such directory (the real traces live in ../shared/data)")
     prepare_output_dir(args.out)  # before hours of simulation, not after
