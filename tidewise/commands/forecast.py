@@ -20,8 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--input", required=True, metavar="PATH", help="long history file (CSV, CSV.gz, Parquet)")
     p.add_argument("--output", required=True, metavar="PATH", help="forecast CSV to write (atomically)")
-    p.add_argument("--horizon", default="24h", help="how far ahead (default 24h)")
-    p.add_argument("--step", default="5m", help="step of the forecast grid; the input is resampled to it (default 5m)")
+    p.add_argument("--horizon", default="24h", help="how far ahead, at most 35d (default 24h)")
+    p.add_argument("--step", default="5m",
+                   help="step of the forecast grid, 1m..1d; the input is resampled to it (default 5m)")
     p.add_argument("--quantiles", default="0.5,0.9,0.95,0.99", help="comma-separated, each in (0, 1) (default 0.5,0.9,0.95,0.99)")
     p.add_argument("--registry", metavar="DIR", help="use the trained models in this registry instead of fitting on the input")
     p.add_argument("--registry-key", metavar="FILE", help="HMAC key file: refuse registry versions not signed with it")
