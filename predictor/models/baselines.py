@@ -33,7 +33,7 @@ class SeasonalNaive(Forecaster):
                 f"history has {len(y) * self.step_} of data; seasonal naive with a {self.season} "
                 f"season needs at least two seasons ({2 * m * self.step_}) — use DecayingHistogram or wait"
             )
-        filled = fill_short_gaps(y, self.step_).to_numpy()
+        filled = fill_short_gaps(y, self.step_).to_numpy(copy=True)  # written below; pandas 3 views are read-only
         # where a long gap remains, fall back to the value one season earlier, then to the median
         for k in range(m, len(filled)):
             if np.isnan(filled[k]):
