@@ -346,3 +346,12 @@ def test_nan_inf_and_zero_counts_are_refused(tmp_path, command, needle):
     args = [a.format(tmp=tmp_path, hpa=hpa) for a in command]
     one_line_error(run_cli(*args), 2, needle)
     assert sorted(os.listdir(tmp_path)) == ["hpa.csv"]  # nothing written, no folder created
+
+
+def test_enforce_plan_out_folder_is_refused_before_any_write(tmp_path):
+    from tests.node_enforcer.conftest import MIXED_PODS
+
+    (tmp_path / "plan").mkdir()
+    one_line_error(_enforce(tmp_path, "--pods-from", "file", "--pods", MIXED_PODS, "--no-eviction",
+                            "--plan-out", str(tmp_path / "plan")), 2, "--plan-out", "is a folder")
+    assert not (tmp_path / "ck.json").exists() and not os.listdir(tmp_path / "plan")

@@ -130,6 +130,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--reclaim-plan-from file needs --reclaim-plan FILE")
     if s.pods_from == "file" and not s.pods_file:
         raise InputError("--pods-from file needs --pods FILE")
+    if args.plan_out:  # checked before any cgroup is written, not after
+        from predictor.atomic import check_output_path
+
+        check_output_path(args.plan_out, what="--plan-out")
     if not os.path.isdir(s.cgroup_root):
         raise InputError(f"--cgroup-root {s.cgroup_root}: no such folder")
     if not s.dry_run and s.checkpoint:
