@@ -74,6 +74,12 @@ def test_year_2300_timestamps_are_one_line(tmp_path, command):
     assert not (tmp_path / "o.csv").exists()
 
 
+def test_fetch_range_in_2300_is_refused_before_any_query(tmp_path):
+    # the URL is unreachable on purpose: the range must be refused before anything is asked of it
+    one_line_error(run_cli("fetch", "--prometheus-url", "http://127.0.0.1:9", "--start", "2300-01-01",
+                           "--end", "2300-01-02", "--output", str(tmp_path / "h.csv")), 2, "--end", "1990..2200")
+
+
 def test_origin_in_2300_is_refused(tmp_path, good):
     one_line_error(run_cli("forecast", "--input", good, "--output", str(tmp_path / "f.csv"), "--origin",
                            "2300-01-01T00:00:00Z"), 2, "--origin")

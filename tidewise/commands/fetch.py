@@ -74,8 +74,10 @@ def parse_time(text: str, flag: str):
 
     try:
         ts = pd.Timestamp(text)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise InputError(f"{flag} {text!r} does not parse: use ISO-8601 UTC such as 2024-08-01T00:00:00Z") from None
+    if not 1990 <= ts.year < 2200:  # as for timestamps in files: outside is a typo, and overflows on pandas 2
+        raise InputError(f"{flag} {text!r} is outside 1990..2200; use ISO-8601 UTC such as 2024-08-01T00:00:00Z")
     return ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
 
 

@@ -86,6 +86,7 @@ def check_series_lengths(history, path: str, horizon) -> list[str]:
 
     import pandas as pd
 
+    from predictor.durations import format_duration
     from predictor.errors import InputError
 
     short, span_min = [], None
@@ -100,8 +101,9 @@ def check_series_lengths(history, path: str, horizon) -> list[str]:
             span_min = span if span_min is None else min(span_min, span)
     warnings = []
     if short:
+        need = format_duration(max(horizon, pd.Timedelta("1D")))
         warnings.append(
-            f"{len(short)} series have less history than {max(horizon, pd.Timedelta('1D'))} (shortest {span_min}, "
+            f"{len(short)} series have less history than {need} (shortest {format_duration(span_min)}, "
             f"e.g. {short[0]!r}): no daily tide can be learnt, their forecast comes from a fallback model (see the "
             "model column); give at least 2 days of history, 2 weeks for weekly seasons")
         logging.getLogger("tidewise.forecast").warning(warnings[-1])
