@@ -70,6 +70,13 @@ def test_timestamps_outside_1990_2200_are_refused(bad, row):
     assert "\n" not in msg
 
 
+def test_mixed_epoch_units_in_one_column_fail_closed():
+    """One millisecond stamp among seconds makes the column milliseconds: the seconds then fall in
+    1970 and are refused, rather than silently mixing two clocks."""
+    with pytest.raises(InputError, match=r"h.csv line 2: column 'timestamp' value .*outside 1990..2200.*read as epoch ms"):
+        parse_timestamps(pd.Series([T0_S, T0_S * 1000], dtype="int64"), "h.csv")
+
+
 def _parquet(path, unit: str, tz: str | None, epoch: bool = False) -> pd.Timestamp:
     """A long Parquet file whose timestamp column is stored in `unit` (or as epoch integers)."""
     idx = T0 + STEP * np.arange(12)
