@@ -22,7 +22,7 @@ from tidewise.cli import build_parser
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = ("Deployment", "DaemonSet", "CronJob", "Job", "StatefulSet")
 # argparse dest -> how the command uses the path (a file read, a folder, or one it writes)
-PATH_FLAGS = ("config", "kill_switch", "registry", "checkpoint", "reclaim_plan", "sysfs_root", "cgroup_root",
+PATH_FLAGS = ("config", "kill_switch", "registry", "registry_key", "checkpoint", "reclaim_plan", "sysfs_root", "cgroup_root",
               "proc_root", "input", "out", "pods")
 
 
@@ -169,6 +169,24 @@ def test_serve_reads_the_models_the_training_job_writes():
         "serve must mount the models read-only"
     pvc = _find("PersistentVolumeClaim", claim)
     assert "ReadWriteMany" in pvc["spec"]["accessModes"] or "ReadOnlyMany" in pvc["spec"]["accessModes"]
+
+
+def test_serve_verifies_with_the_key_the_training_job_signs_with():
+    """The same Secret key on both sides: a registry signed by one and verified by the other."""
+    secrets = []
+    for kind, name in (("CronJob", "tidewise-train"), ("Deployment", "tidewise-serve")):
+        spec, c, args = _container(kind, name)
+        assert args.registry_key, f"{name} is not given --registry-key: registry versions go unsigned"
+        found = _mount_of(spec, c, args.registry_key)
+        assert found and "secret" in found[1], f"{name}: --registry-key {args.registry_key} is not on a Secret"
+        mount, vol = found
+        assert mount.get("readOnly") is True
+        secrets.append((vol["secret"]["secretName"], os.path.relpath(args.registry_key, mount["mountPath"])))
+        mode = vol["secret"].get("defaultMode", 0o644)
+        ctx = spec.get("securityContext", {})
+        readable = mode & 0o004 or (mode & 0o040 and ctx.get("fsGroup") is not None)
+        assert readable, f"{name}: the key file (mode {mode:o}) is unreadable for the non-root user"
+    assert secrets[0] == secrets[1], f"training signs with {secrets[0]}, serve verifies with {secrets[1]}"
 
 
 def _grants(sa: str, namespace: str) -> set[tuple[str, str, str]]:
