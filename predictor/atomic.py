@@ -57,18 +57,26 @@ def check_output_path(path: str, *, what: str = "output", create_folder: bool = 
     return os.path.abspath(path)
 
 
-def prepare_output_dir(path: str, *, what: str = "--out") -> str:
-    """An output folder that the command fills: used if it exists, created if only its last
-    component is missing; a file there or a missing parent is an InputError."""
-    path = os.fspath(path)
+def check_folder_to_fill(path: str, *, what: str = "--out") -> bool:
+    """True when `path` is an existing folder, False when it is a new name in an existing folder;
+    an InputError for anything else (a file there, a missing parent: never a chain of folders)."""
     if os.path.isdir(path):
-        return path
+        return True
     if os.path.lexists(path):
         raise InputError(f"{what} {path} exists and is not a folder; give a folder name")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise InputError(f"{what} {path}: folder {parent} does not exist; create it first "
                          "(only the last folder is created)")
+    return False
+
+
+def prepare_output_dir(path: str, *, what: str = "--out") -> str:
+    """An output folder that the command fills: used if it exists, created if only its last
+    component is missing; a file there or a missing parent is an InputError."""
+    path = os.fspath(path)
+    if check_folder_to_fill(path, what=what):
+        return path
     try:
         os.mkdir(path)
     except OSError as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from predictor.atomic import check_output_path, prepare_output_dir
+from predictor.atomic import check_folder_to_fill, check_output_path, prepare_output_dir
 from predictor.errors import InputError
 
 __all__ = ["check_output_path", "prepare_output_dir", "input_file", "existing_registry", "registry_to_write"]
@@ -32,11 +32,5 @@ def existing_registry(path: str, flag: str = "--registry") -> str:
 def registry_to_write(path: str, flag: str = "--registry") -> str:
     """A registry to write: an existing folder, or a new name whose parent exists (created by
     training once it has something to store, so a failed first run leaves nothing behind)."""
-    if os.path.isdir(path):
-        return path
-    if os.path.lexists(path):
-        raise InputError(f"{flag} {path} exists and is not a folder; give a registry folder")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise InputError(f"{flag} {path}: folder {parent} does not exist; create it first")
+    check_folder_to_fill(path, what=flag)
     return path
