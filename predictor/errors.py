@@ -1,13 +1,8 @@
-"""Errors that the predictor raises for bad input; the command line prints them as one clear line."""
+"""Errors that the predictor raises for bad input; the command line prints them as one clear line.
 
+The classes live in `contracts.errors` (standard library only, so the node agent shares them
+without importing the predictor); they are re-exported here under their historical names.
+"""
+from contracts.errors import InputError, SourceError, TidewiseError
 
-class TidewiseError(Exception):
-    """Base class: a problem the user can fix; the message says what was wrong and what to do."""
-
-
-class InputError(TidewiseError):
-    """An input file, flag or frame is malformed (names the input, the row and the fix)."""
-
-
-class SourceError(TidewiseError):
-    """A history source (Prometheus, file) could not be read."""
+__all__ = ["InputError", "SourceError", "TidewiseError"]

@@ -11,6 +11,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+# the reclaim plan is shared with the node agent, which must not import numpy/pandas: it lives in
+# `contracts` and is re-exported here for the serving side
+from contracts.reclaim import NumaReclaim, ReclaimPlan  # noqa: F401
+
 RESOURCES = ("cpu", "memory")  # cpu in cores, memory in bytes; anything else is a business metric
 
 
@@ -140,41 +144,3 @@ class GapReport:
     @property
     def missing_steps(self) -> int:
         return sum(n for _, n in self.gaps)
-
-
-@dataclass
-class NumaReclaim:
-    """Reclaimable resources of one NUMA node."""
-
-    millicpu: int
-    memory_bytes: int
-
-
-@dataclass
-class ReclaimPlan:
-    """What batch (`reclaimed_cores`) work may borrow on one node over the next window.
-
-    Produced by the serving loop from forecasts (autoscaler), consumed by the node enforcer to size
-    its `reclaim` CPU pool and memory caps. Units are exact: integer millicpu and bytes.
-    """
-
-    node: str
-    window_start: str  # ISO-8601 UTC
-    window_seconds: int
-    reclaimed_millicpu: int
-    reclaimed_memory_bytes: int
-    # forecast quantile of the shared (online) pool's CPU demand over the window, in millicpu
-    shared_demand_millicpu: int | None = None
-    numa: dict[int, NumaReclaim] = field(default_factory=dict)
-    reasons: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["numa"] = {str(k): v for k, v in d["numa"].items()}
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ReclaimPlan":
-        d = dict(d)
-        numa = {int(k): NumaReclaim(**v) for k, v in (d.pop("numa", None) or {}).items()}
-        return cls(numa=numa, **d)

@@ -1,0 +1,12 @@
+"""The vocabulary both halves of Tidewise speak: the serving side (`autoscaler`, `predictor`) and the
+per-node agent (`node_enforcer`).
+
+Standard library only (tests/test_layout.py checks it): the node agent imports it without paying
+for numpy or pandas (its memory budget is 80 MiB), and a name defined here is defined once.
+
+- `errors`: the root of the user-facing error tree (`TidewiseError`, `InputError`, `SourceError`);
+- `kube_errors`: the Kubernetes API error classes (not found, conflict, too many requests, forbidden);
+- `quantity`: Kubernetes resource quantities, parsed and printed exactly (Decimal);
+- `qos`: Katalyst QoS levels, annotation keys and the reclaimed extended resource names;
+- `reclaim`: the reclaim plan serve publishes and the agent enforces, and its annotation schema.
+"""

@@ -1,0 +1,130 @@
+"""Kubernetes resource quantities, exactly: CPU as integer millicpu, memory as integer bytes.
+
+One parser for both halves: serve (requests, VPA objects) and the node agent (pod specs) both go
+through `parse_quantity`, which reads the number as a `Decimal`, so "0.1", "100m" and "1e-1" are
+the same 100 millicpu with no float drift. Decisions are computed in floats (cores, bytes) and
+rounded *up* once, at the edge, so that a request is never smaller than what the forecast asked for.
+
+`parse_cpu_millis` / `parse_memory_bytes` are the agent's stricter reading of a pod's requests and
+limits: no negative amounts, CPU only in cores or m/u/n, memory never in m/u/n (a memory amount in
+millibytes, or a CPU amount in Gi, is a field mix-up to refuse, not to guess). Before the merge the
+agent parsed through `float` and truncated bytes; it now rounds a fractional byte count up, like
+serve (the exact reading wins: "1.5" bytes is 2, never less than asked).
+"""
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+_SUFFIX = {
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+    "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+}
+_QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$")
+_CPU_SUFFIXES = ("", "m", "u", "n")
+_SUB_UNIT = ("m", "u", "n")
+
+
+def _split(value: str | int | float) -> tuple[Decimal, str]:
+    """The number and the suffix of a quantity; ValueError naming the text when it does not parse."""
+    if isinstance(value, bool):
+        raise ValueError(f"quantity {value!r} is a boolean, not a number")
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"quantity {value!r} is not finite")
+        return Decimal(str(value)), ""
+    m = _QUANTITY.match(str(value).strip())
+    if not m:
+        raise ValueError(f"quantity {value!r} does not parse (expected e.g. 250m, 1.5, 512Mi, 2G)")
+    try:
+        return Decimal(m.group(1)), m.group(2) or ""
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
+        raise ValueError(f"quantity {value!r} does not parse") from exc
+
+
+def parse_quantity(value: str | int | float) -> Decimal:
+    """`"250m"` -> 0.25, `"1Gi"` -> 1073741824, `2` -> 2; raises ValueError naming the text."""
+    number, suffix = _split(value)
+    return number * _SUFFIX[suffix]
+
+
+def to_millicpu(value: str | int | float) -> int:
+    """A CPU quantity as integer millicpu, rounded up (a request never shrinks by rounding)."""
+    return int(math.ceil(parse_quantity(value) * 1000))
+
+
+def to_bytes(value: str | int | float) -> int:
+    """A memory quantity as integer bytes, rounded up."""
+    return int(math.ceil(parse_quantity(value)))
+
+
+def parse_cpu_millis(value: Any) -> int:
+    """A pod's CPU request or limit -> millicpu, rounded up: `500m` -> 500, `1.5` -> 1500, `2` -> 2000."""
+    try:
+        number, suffix = _split(value if isinstance(value, (int, float)) else str(value))
+    except ValueError:
+        raise ValueError(f"CPU quantity {value!r} does not parse (use 500m, 1, 1.5)") from None
+    if suffix not in _CPU_SUFFIXES:
+        raise ValueError(f"CPU quantity {value!r}: suffix {suffix!r} is not a CPU unit")
+    if number < 0:
+        raise ValueError(f"CPU quantity {value!r} is negative")
+    return int(math.ceil(number * _SUFFIX[suffix] * 1000))
+
+
+def parse_memory_bytes(value: Any) -> int:
+    """A pod's memory request or limit -> bytes, rounded up: `512Mi`, `1G`, `1e9`, `1000`."""
+    try:
+        number, suffix = _split(value if isinstance(value, (int, float)) else str(value))
+    except ValueError:
+        raise ValueError(f"memory quantity {value!r} does not parse (use 512Mi, 1Gi, 1G)") from None
+    if suffix in _SUB_UNIT or number < 0:
+        raise ValueError(f"memory quantity {value!r} does not parse (use 512Mi, 1Gi, 1G)")
+    return int(math.ceil(number * _SUFFIX[suffix]))
+
+
+def cores_to_millicpu(cores: float) -> int:
+    """Cores (a float decision) -> millicpu, rounded up once float noise is removed."""
+    if not math.isfinite(cores):
+        raise ValueError(f"cpu {cores!r} is not finite")
+    # round the float noise first (0.1 * 3 * 1000 = 300.00000000000006 must stay 300)
+    return int(math.ceil(round(cores * 1000, 6)))
+
+
+def bytes_ceil(value: float) -> int:
+    """Bytes (a float decision) -> integer bytes, rounded up once float noise is removed."""
+    if not math.isfinite(value):
+        raise ValueError(f"memory {value!r} is not finite")
+    return int(math.ceil(round(value, 3)))
+
+
+def format_millicpu(millicpu: int) -> str:
+    """300 -> `300m`, 2000 -> `2`: the shortest exact form the API server itself would print."""
+    return str(millicpu // 1000) if millicpu % 1000 == 0 else f"{millicpu}m"
+
+
+def format_bytes(n: int) -> str:
+    """Exact: `Mi`/`Gi` only when divisible, else the plain integer."""
+    for suffix, size in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if n and n % size == 0:
+            return f"{n // size}{suffix}"
+    return str(n)
+
+
+def to_units(resource: str, value: str | int | float) -> int:
+    """Quantity -> the integer unit Tidewise decides in: millicpu for cpu, bytes for the rest."""
+    return to_millicpu(value) if resource == "cpu" else to_bytes(value)
+
+
+def format_units(resource: str, units: int) -> str:
+    """Integer units (millicpu for cpu, bytes for the rest) -> the exact quantity text."""
+    return format_millicpu(units) if resource == "cpu" else format_bytes(units)
+
+
+def usage_to_units(resource: str, usage: float) -> int:
+    """A usage figure as the series carry it (cores for cpu, bytes for memory) -> integer units."""
+    return cores_to_millicpu(usage) if resource == "cpu" else bytes_ceil(usage)
