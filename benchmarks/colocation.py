@@ -24,7 +24,7 @@ def _pct(x: float, digits: int = 1) -> str:
 
 
 def run(quick: bool) -> str:
-    from autoscaler.simulation.runner import StudySettings, details_json, run_study, write_outputs
+    from studies.simulation.runner import StudySettings, details_json, run_study, write_outputs
 
     nodes, days = (10, 2) if quick else (40, 7)
     s = StudySettings(traces=SHARED_DATA, nodes=nodes, days=days, seed=0, cache_dir=CACHE)
@@ -112,7 +112,7 @@ def _other_seeds(base, seeds) -> list[str]:
     """The same study on other clusters and batch queues: does the verdict depend on one draw?"""
     from dataclasses import replace
 
-    from autoscaler.simulation.runner import run_study
+    from studies.simulation.runner import run_study
 
     if not seeds:
         return []

@@ -53,7 +53,7 @@ def decision_quality(quick: bool, vpa_grid: list[tuple[float, float]] | None = N
                      hpa_quantiles: tuple[float, ...] = (0.5, 0.9)) -> dict[str, Any]:
     """Both replays on every series of the suite; per-series scores are also printed on stderr."""
     from autoscaler.logic.hpa import hpa_scores
-    from autoscaler.logic.replay import DailyChoiceForecaster, replay_hpa, replay_vpa
+    from studies.replay.decisions import DailyChoiceForecaster, replay_hpa, replay_vpa
     from autoscaler.settings import HpaSettings, VpaSettings
 
     ref, suite = _reference()
@@ -106,7 +106,7 @@ def _family(key: str) -> str:
 SCALE_SCRIPT = r'''
 import json, os, resource, sys, time
 import numpy as np, pandas as pd, yaml
-from autoscaler.demo import cluster_objects, MemorySource
+from studies.demo import cluster_objects, MemorySource
 from autoscaler.input.cluster import FileCluster
 from autoscaler.output.sinks import FileSink
 from autoscaler.routines.loop import ServingLoop

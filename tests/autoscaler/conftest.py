@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from autoscaler.demo import MemorySource, cluster_objects
+from studies.demo import MemorySource, cluster_objects
 from autoscaler.model.cluster import ClusterState
 from predictor.history import History, history_from_frame
 from predictor.sources.synthetic import generate_cluster

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from autoscaler.logic.replay import DailyChoiceForecaster, replay_hpa, replay_vpa, replay_vpa_default, vpa_scores
+from studies.replay.decisions import DailyChoiceForecaster, replay_hpa, replay_vpa, replay_vpa_default, vpa_scores
 from autoscaler.settings import HpaSettings, VpaSettings
 from tests.autoscaler.test_logic_hpa import _reference
 

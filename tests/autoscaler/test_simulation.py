@@ -11,12 +11,12 @@ import pytest
 
 from autoscaler.logic.reclaim import plan_node
 from autoscaler.settings import ReclaimSettings
-from autoscaler.simulation.batch import JobStream
-from autoscaler.simulation.cluster import Cluster, ClusterSettings, build_cluster
-from autoscaler.simulation.engine import EngineSettings, simulate
-from autoscaler.simulation.policies import (Katalyst, Koordinator, NoColocation, NodeForecasts, Observation,
+from studies.simulation.batch import JobStream
+from studies.simulation.cluster import Cluster, ClusterSettings, build_cluster
+from studies.simulation.engine import EngineSettings, simulate
+from studies.simulation.policies import (Katalyst, Koordinator, NoColocation, NodeForecasts, Observation,
                                             Tidewise, policy_set)
-from autoscaler.simulation.traces import SIM_EPOCH, load_traces, make_trace
+from studies.simulation.traces import SIM_EPOCH, load_traces, make_trace
 from tests.conftest import SHARED_DATA, needs_shared_data
 
 TRACES = ["aiops/cpu4", "ccc/cluster14", "web/nasa95"]
@@ -300,7 +300,7 @@ def test_cluster_requests_near_peak_and_no_colocation_utilisation(traces):
 
 
 def test_forecasts_see_only_the_past_and_are_cached(traces, tmp_path):
-    from autoscaler.simulation.forecasts import forecast_series
+    from studies.simulation.forecasts import forecast_series
 
     series = {t.name: t.grid_series for t in traces[:2]}
     base, models = forecast_series(series, 2, model="seasonal_naive_daily", cache_dir=str(tmp_path))
@@ -323,7 +323,7 @@ def test_forecasts_see_only_the_past_and_are_cached(traces, tmp_path):
 
 
 def test_node_series_sum_the_services_where_all_have_data(traces):
-    from autoscaler.simulation.forecasts import node_series
+    from studies.simulation.forecasts import node_series
 
     c = build_cluster(traces, ClusterSettings(nodes=2), seed=4)
     series = node_series(c)
@@ -345,8 +345,8 @@ def test_held_back_is_what_the_quota_leaves_beyond_online_demand():
 
 
 def test_verdict_at_the_budget_and_at_equal_risk():
-    from autoscaler.simulation.engine import RunResult
-    from autoscaler.simulation.runner import Study
+    from studies.simulation.engine import RunResult
+    from studies.simulation.runner import Study
 
     def run(label, util, short):
         z = np.zeros(1)
@@ -366,7 +366,7 @@ def test_verdict_at_the_budget_and_at_equal_risk():
 
 @needs_shared_data
 def test_study_at_service_level_forecasts_every_trace():
-    from autoscaler.simulation.runner import StudySettings, run_study
+    from studies.simulation.runner import StudySettings, run_study
 
     s = StudySettings(traces=SHARED_DATA, nodes=2, days=1, policy="tidewise", sweeps=False,
                       forecast_model="seasonal_naive_daily", forecast_level="service", trace_names=TRACES)

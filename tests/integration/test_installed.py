@@ -15,7 +15,7 @@ import sys
 import pandas as pd
 import yaml
 
-from autoscaler.demo import cluster_objects
+from studies.demo import cluster_objects
 
 INSTALLED = os.environ.get("TIDEWISE_INSTALLED")  # a virtualenv's bin/ folder
 

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from autoscaler.demo import cluster_objects
+from studies.demo import cluster_objects
 from autoscaler.output.objects import PLAN_ANNOTATION, PLAN_SCHEMA
 from node_enforcer import reclaim as agent_reclaim
 from node_enforcer.pods import pod_from_object

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from autoscaler.demo import cluster_objects, write_demo_outputs
+from studies.demo import cluster_objects, write_demo_outputs
 from autoscaler.output.sinks import DryRunSink
 from autoscaler.routines.loop import FROZEN, OK, ServingLoop
 from predictor.history import write_long

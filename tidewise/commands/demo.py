@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
                        f"{args.days:g} days of 5-minute history; forecasts for the next {args.horizon}.")
 
     with progress("serving loop, once, offline (dry-run file sink)", 1) as advance:
-        from autoscaler.demo import write_demo_outputs
+        from studies.demo import write_demo_outputs
 
         served = write_demo_outputs(cluster, history, args.out)
         advance(1)

@@ -51,9 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from autoscaler.logic.replay import DailyChoiceForecaster, replay_hpa, replay_vpa_decisions, replay_vpa_default
+    from studies.replay.decisions import DailyChoiceForecaster, replay_hpa, replay_vpa_decisions, replay_vpa_default
     from autoscaler.logic.hpa import TooManyReplicas, check_replica_scale, simulate_reactive_hpa
-    from autoscaler.replay.inputs import load_replay_input
+    from studies.replay.inputs import load_replay_input
     from autoscaler.settings import HpaSettings, VpaSettings
     from predictor.durations import parse_duration
     from predictor.errors import InputError
@@ -140,7 +140,7 @@ def scores(kind: str, result: dict, args: argparse.Namespace):
     import numpy as np
 
     from autoscaler.logic.hpa import hpa_scores
-    from autoscaler.logic.replay import vpa_scores
+    from studies.replay.decisions import vpa_scores
 
     rows = []
     for key, r in result.items():
@@ -167,7 +167,7 @@ def scores(kind: str, result: dict, args: argparse.Namespace):
 def write_report(path: str, kind: str, result: dict, summary, per_series, args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from autoscaler.replay.report import MAX_PLOTS, plot_lines, render
+    from studies.replay.report import MAX_PLOTS, plot_lines, render
     from tidewise.progress import progress
 
     plots = []

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from autoscaler.pages import CSS, figure_png
-from autoscaler.simulation.traces import DAY_MIN
+from studies.pages import CSS, figure_png
+from studies.simulation.traces import DAY_MIN
 
 COLOURS = {"none": "#555555", "katalyst": "#d62728", "koordinator": "#1f77b4", "tidewise": "#2ca02c"}
 SOURCES = ("Traces: Cloud Cluster Capacity Dataset (Apache-2.0), Donut sample KPIs (MIT), Numenta Anomaly "
@@ -89,7 +89,7 @@ def _pct(x: float, digits: int = 1) -> str:
 
 
 def render_report(study: Any) -> str:
-    from autoscaler.simulation.runner import details_json
+    from studies.simulation.runner import details_json
 
     d = details_json(study)
     v = d["verdict"]

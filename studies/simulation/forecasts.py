@@ -22,9 +22,9 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from autoscaler.simulation.cluster import Cluster
-from autoscaler.simulation.policies import NodeForecasts
-from autoscaler.simulation.traces import DAY_MIN, FORECAST_STEP, SIM_EPOCH, Trace
+from studies.simulation.cluster import Cluster
+from studies.simulation.policies import NodeForecasts
+from studies.simulation.traces import DAY_MIN, FORECAST_STEP, SIM_EPOCH, Trace
 from predictor.timestamps import epoch_ns
 
 log = logging.getLogger(__name__)

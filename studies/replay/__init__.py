@@ -1,3 +1,3 @@
 """Replay input and report for `tidewise replay`; the decisions themselves come from
-`autoscaler.logic.replay` (the serving loop's VPA and HPA logic, the same code the serving
+`studies.replay.decisions` (the serving loop's VPA and HPA logic, the same code the serving
 benchmark scores)."""

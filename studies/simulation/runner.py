@@ -15,12 +15,12 @@ from typing import Callable, ContextManager
 
 import numpy as np
 
-from autoscaler.simulation.cluster import Cluster, ClusterSettings, build_cluster
-from autoscaler.simulation.engine import EngineSettings, RunResult, simulate
-from autoscaler.simulation.forecasts import (QUANTILES, forecast_coverage, forecast_series, forecast_traces,
+from studies.simulation.cluster import Cluster, ClusterSettings, build_cluster
+from studies.simulation.engine import EngineSettings, RunResult, simulate
+from studies.simulation.forecasts import (QUANTILES, forecast_coverage, forecast_series, forecast_traces,
                                              node_forecasts, node_level_forecasts, node_series)
-from autoscaler.simulation.policies import POLICY_NAMES, NodeForecasts, Observation, Tidewise, policy_set
-from autoscaler.simulation.traces import DAY_MIN, load_traces
+from studies.simulation.policies import POLICY_NAMES, NodeForecasts, Observation, Tidewise, policy_set
+from studies.simulation.traces import DAY_MIN, load_traces
 from predictor.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -222,7 +222,7 @@ def details_json(study: Study) -> dict:
 
 def write_outputs(study: Study, out_dir: str) -> dict[str, str]:
     """results.json, details.json and report.html in out_dir (each written atomically)."""
-    from autoscaler.simulation.report import render_report
+    from studies.simulation.report import render_report
     from predictor.atomic import write_text_atomic
     from predictor.types import finite_or_none
 

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from autoscaler.pages import CSS, figure_png
+from studies.pages import CSS, figure_png
 from predictor.atomic import write_text_atomic
 
 SHOWN = pd.Timedelta("7d")

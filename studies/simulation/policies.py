@@ -27,7 +27,7 @@ import numpy as np
 
 from autoscaler.logic.reclaim import reclaimable, smooth
 from autoscaler.settings import ReclaimSettings
-from autoscaler.simulation.cluster import Cluster
+from studies.simulation.cluster import Cluster
 
 
 @dataclass

@@ -22,9 +22,9 @@ from typing import Callable
 
 import numpy as np
 
-from autoscaler.simulation.batch import JobStream
-from autoscaler.simulation.cluster import Cluster
-from autoscaler.simulation.policies import Observation, Policy
+from studies.simulation.batch import JobStream
+from studies.simulation.cluster import Cluster
+from studies.simulation.policies import Observation, Policy
 
 log = logging.getLogger(__name__)
 
