@@ -30,7 +30,7 @@ MiB = 2**20
 
 
 def _pods_200():
-    from tests.node_enforcer.conftest import make_pod
+    from node_enforcer.podspec import make_pod
 
     pods = []
     for i in range(20):
@@ -47,9 +47,9 @@ def _pods_200():
 
 
 def bench_plan(quick: bool) -> dict:
-    from node_enforcer.policy import plan
-    from node_enforcer.qos import QosResolver
-    from node_enforcer.topology import read_topology
+    from node_enforcer.policy.plan import plan
+    from node_enforcer.collect.qos import QosResolver
+    from node_enforcer.collect.topology import read_topology
     from predictor.types import NumaReclaim, ReclaimPlan
 
     topo = read_topology(FOUR_NUMA)
@@ -76,7 +76,7 @@ def _p95(xs: list[float]) -> float:
 
 
 def _pods_50_objs(node: str) -> list[dict]:
-    from tests.node_enforcer.conftest import make_pod_obj
+    from node_enforcer.podspec import make_pod_obj
 
     objs = []
     for i in range(50):
@@ -93,12 +93,15 @@ def _pods_50_objs(node: str) -> list[dict]:
 
 
 def bench_reconcile_and_rss(quick: bool) -> dict:
-    from node_enforcer.agent import Agent, EnforcerSettings
-    from node_enforcer.eviction import EvictionSettings, Evictor
-    from node_enforcer.pods import pods_from_objects, read_pods_file
-    from node_enforcer.topology import read_topology
-    from node_enforcer.writers import FileWriter
-    from tests.node_enforcer.realcgroups import RealTree
+    from node_enforcer.agent import Agent
+    from node_enforcer.policy.allocation import PolicySettings
+    from node_enforcer.settings import EnforcerSettings
+    from node_enforcer.enforce.evictor import Evictor
+    from node_enforcer.policy.eviction import EvictionSettings
+    from node_enforcer.collect.pods import pods_from_objects, read_pods_file
+    from node_enforcer.collect.topology import read_topology
+    from node_enforcer.enforce.files import HostFiles
+    from node_enforcer.testing.realcgroups import RealTree
 
     out: dict = {}
     node = "bench-node"
@@ -111,9 +114,9 @@ def bench_reconcile_and_rss(quick: bool) -> dict:
         with open(pods_file, "w") as fh:
             json.dump({"kind": "PodList", "apiVersion": "v1", "items": objs}, fh)
         topo = read_topology("/sys")
-        s = EnforcerSettings(node=node, checkpoint=os.path.join(tmp, "ck.json"), reserved_cpus=0,
-                             reclaim_floor_cpus=1, cgroup_parent=dict(tree.parents))
-        agent = Agent(s, topo, lambda: read_pods_file(pods_file, node), tree.driver(), FileWriter(),
+        s = EnforcerSettings(node=node, checkpoint=os.path.join(tmp, "ck.json"), cgroup_parent=dict(tree.parents),
+                             policy=PolicySettings(reserved_cpus=0, reclaim_floor_cpus=1))
+        agent = Agent(s, topo, lambda: read_pods_file(pods_file, node), tree.driver(), HostFiles(),
                       evictor=Evictor(EvictionSettings()))
         first = agent.reconcile_once()
         assert not first.report.errors and not first.report.missing, first.report.summary()
@@ -161,7 +164,7 @@ def _agent_rss(tmp: str, node: str, tree, extra: list[str], quick: bool, env: di
 def _agent_rss_api(tmp: str, node: str, tree, objs: list[dict], quick: bool) -> float:
     import yaml
 
-    from tests.node_enforcer.fake_api import FakeApi
+    from node_enforcer.testing.fake_api import FakeApi
 
     with FakeApi(objs) as fake:
         kubeconfig = os.path.join(tmp, "kubeconfig")

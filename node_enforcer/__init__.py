@@ -1,11 +1,18 @@
-"""The Tidewise node agent (DESIGN.md, "Node enforcer"), split collect -> policy -> enforce:
+"""The Tidewise node agent (docs/node-enforcer.md), split collect -> policy -> enforce:
 
-- collect: `topology` (sysfs), `pods` + `qos` (kubelet, API server or a file), `pressure` (/proc);
-- policy: `policy` (pure: topology + pods + reclaim plan -> `CpuAllocation`);
-- enforce: `cgroups` (v1/v2 drivers, cgroupfs/systemd paths), `writers`, `enforce`, `checkpoint`,
-  `eviction` (through the thin Kubernetes wrapper in `kube`);
-- `agent` runs the reconcile loop as a fixed list of named, timed steps.
+- `model`: the data the three share (`topology`: cores, NUMA nodes, cpu lists; `pod`; `qos`: the
+  Katalyst annotations read into a `QosSpec`; `pressure`: a memory-pressure reading);
+- `collect`: `topology` (sysfs), `pods` (kubelet, API server or a file), `qos` (resolution, each
+  malformed annotation logged once), `reclaim` (the serving loop's plan, refused when stale),
+  `pressure` (/proc/meminfo and memory PSI);
+- `policy` (pure, imports neither `collect` nor `enforce`): `plan` (topology + pods + reclaim plan
+  -> `CpuAllocation`, built on `cores`), `eviction` (whether to evict under pressure, and whom);
+- `enforce`: `files` (the filesystem port the drivers read through and every write goes through),
+  `cgroups` (v1/v2 drivers, cgroupfs/systemd paths), `apply` (write only what differs), `checkpoint`,
+  `evictor` (rate limit, then the Eviction API through the thin Kubernetes wrapper in `kube`);
+- `agent` runs the reconcile loop as a fixed list of named, timed steps; `settings` is its
+  `enforcer:` section, with the policy's and the eviction's settings nested.
 
-It imports `predictor` types only, never `autoscaler` or `training`, and keeps its import cost
+It imports `predictor` helpers only, never `autoscaler` or `training`, and keeps its import cost
 small (the agent runs on every node): `kubernetes` is imported only when the API is used.
 """

@@ -10,7 +10,8 @@ import json
 import logging
 from typing import Any
 
-from node_enforcer.pods import Pod, pods_from_objects
+from node_enforcer.collect.pods import pods_from_objects
+from node_enforcer.model.pod import Pod
 from predictor.errors import TidewiseError
 
 log = logging.getLogger(__name__)

@@ -13,15 +13,17 @@ import time
 
 import pytest
 
-from node_enforcer.agent import Agent, EnforcerSettings
-from node_enforcer.enforce import enforce
-from node_enforcer.policy import PolicySettings, plan
-from node_enforcer.topology import read_topology
-from node_enforcer.writers import DryRunWriter, FileWriter
+from node_enforcer.agent import Agent
+from node_enforcer.settings import EnforcerSettings
+from node_enforcer.enforce.apply import enforce
+from node_enforcer.policy.allocation import PolicySettings
+from node_enforcer.policy.plan import plan
+from node_enforcer.collect.topology import read_topology
+from node_enforcer.enforce.files import DryRunFiles, HostFiles
 from predictor.types import ReclaimPlan
 from tests.node_enforcer.conftest import make_pod
-from tests.node_enforcer.realcgroups import V1_ROOT, CgroupsNotWritable, RealTree, leftovers
-from tests.node_enforcer import realcgroups as rc
+from node_enforcer.testing.realcgroups import V1_ROOT, CgroupsNotWritable, RealTree, leftovers
+from node_enforcer.testing import realcgroups as rc
 from tests.node_enforcer.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -67,7 +69,7 @@ def test_shared_and_reclaimed_pools_on_real_cgroups(tree, topo):
     share, pool = alloc.pools["share"], alloc.pools["reclaim"]
     assert share and pool and not share & pool
     driver = tree.driver()
-    rep = enforce(alloc, [web, batch], driver, FileWriter())
+    rep = enforce(alloc, [web, batch], driver, HostFiles())
     assert not rep.errors and not rep.missing and rep.changes
 
     assert os.sched_getaffinity(web_pids[0]) == set(share)
@@ -82,9 +84,9 @@ def test_shared_and_reclaimed_pools_on_real_cgroups(tree, topo):
     assert _read(f"/proc/{batch_pids[0]}/oom_score_adj") == "500"
     assert int(_read(f"{driver.pod_dir(web, 'memory')}/memory.limit_in_bytes")) > 2**60  # online pods untouched
 
-    again = enforce(alloc, [web, batch], driver, FileWriter())
+    again = enforce(alloc, [web, batch], driver, HostFiles())
     assert again.changes == [] and not again.errors
-    usage = driver.memory_usage(batch, FileWriter())  # what eviction ranks victims by
+    usage = driver.memory_usage(batch, HostFiles())  # what eviction ranks victims by
     assert usage is not None and usage >= 0
 
 
@@ -92,8 +94,9 @@ def test_dedicated_pod_gets_exclusive_cores_and_keeps_them_across_restarts(tree,
     db = make_pod("db", "dedicated_cores", cpu="1", memory="32Mi", limit_cpu="1", limit_memory="32Mi")
     web = make_pod("web", cpu="200m", k8s_qos="Burstable")
     db_pids, web_pids = tree.add_pod(db), tree.add_pod(web)
-    s = EnforcerSettings(node="n1", checkpoint=str(tmp_path / "ck.json"), reserved_cpus=0, reclaim_floor_cpus=0)
-    agent = Agent(s, topo, lambda: [db, web], tree.driver(), FileWriter())
+    s = EnforcerSettings(node="n1", checkpoint=str(tmp_path / "ck.json"),
+                         policy=PolicySettings(reserved_cpus=0, reclaim_floor_cpus=0))
+    agent = Agent(s, topo, lambda: [db, web], tree.driver(), HostFiles())
     first = agent.reconcile_once()
     assert not first.report.errors and first.checkpoint_written
     mine = first.allocation.pod("default/db").cpus
@@ -105,7 +108,7 @@ def test_dedicated_pod_gets_exclusive_cores_and_keeps_them_across_restarts(tree,
     vip = make_pod("vip", "dedicated_cores", cpu="1", priority=1000, limit_cpu="1", limit_memory="32Mi",
                    memory="32Mi")
     tree.add_pod(vip)
-    restarted = Agent(s, topo, lambda: [db, web, vip], tree.driver(), FileWriter())
+    restarted = Agent(s, topo, lambda: [db, web, vip], tree.driver(), HostFiles())
     res = restarted.reconcile_once()
     assert res.restored.source == "checkpoint"
     assert res.allocation.pod("default/db").cpus == mine
@@ -113,7 +116,7 @@ def test_dedicated_pod_gets_exclusive_cores_and_keeps_them_across_restarts(tree,
 
     # a corrupt checkpoint is rebuilt from the cgroups themselves
     (tmp_path / "ck.json").write_text("garbage")
-    again = Agent(s, topo, lambda: [db, web, vip], tree.driver(), FileWriter()).reconcile_once()
+    again = Agent(s, topo, lambda: [db, web, vip], tree.driver(), HostFiles()).reconcile_once()
     assert again.restored.source == "cgroups" and again.allocation.pod("default/db").cpus == mine
     assert not any(db.uid in c.path and "cpuset" in c.path for c in again.report.changes)
 
@@ -125,7 +128,7 @@ def test_dry_run_on_real_cgroups_changes_nothing(tree, topo):
     mem = f"{tree.driver().pod_dir(batch, 'memory')}/memory.limit_in_bytes"
     limit_before = _read(mem)
     alloc = plan(topo, [batch], settings=PolicySettings(reserved_cpus=0, reclaim_floor_cpus=1))
-    w = DryRunWriter()
+    w = DryRunFiles()
     rep = enforce(alloc, [batch], tree.driver(), w)
     assert any(c.path == mem and c.new == str(128 * MiB) for c in rep.changes)
     assert os.sched_getaffinity(pids[0]) == before and _read(mem) == limit_before
@@ -141,14 +144,14 @@ def test_cpuset_move_between_disjoint_sets(tree, topo):
         alloc = plan(topo, [web], settings=PolicySettings(reserved_cpus=0, reclaim_floor_cpus=0))
         alloc = type(alloc)(pools=alloc.pools, dedicated={}, pods=(
             type(alloc.pods[0])(**{**alloc.pods[0].__dict__, "cpus": frozenset(target)}),))
-        rep = enforce(alloc, [web], driver, FileWriter())
+        rep = enforce(alloc, [web], driver, HostFiles())
         assert not rep.errors, rep.errors
         assert os.sched_getaffinity(pids[0]) == set(target)
 
 
 def test_unwritable_cgroups_fail_with_a_clear_message(monkeypatch):
     """The fixture's guard: a hierarchy we cannot write is reported, not skipped."""
-    import tests.node_enforcer.realcgroups as rc
+    import node_enforcer.testing.realcgroups as rc
 
     monkeypatch.setattr(rc, "V1_ROOT", "/proc/no-cgroups-here")
     with pytest.raises(CgroupsNotWritable, match="need root and a writable cgroup v1 hierarchy"):
@@ -199,7 +202,7 @@ def test_the_first_tree_of_a_run_sweeps_stale_ones(monkeypatch):
 
 def test_a_run_killed_mid_test_leaves_a_tree_that_the_next_run_removes():
     code = ("import sys, time\n"
-            "from tests.node_enforcer.realcgroups import RealTree\n"
+            "from node_enforcer.testing.realcgroups import RealTree\n"
             "from tests.node_enforcer.conftest import make_pod\n"
             "t = RealTree(1)\n"
             "pids = t.add_pod(make_pod('web', cpu='100m', k8s_qos='Burstable'))\n"

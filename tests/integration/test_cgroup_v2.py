@@ -12,14 +12,15 @@ import subprocess
 
 import pytest
 
-from node_enforcer.enforce import enforce
-from node_enforcer.eviction import read_pressure
-from node_enforcer.policy import PolicySettings, plan
-from node_enforcer.topology import read_topology
-from node_enforcer.writers import FileWriter
+from node_enforcer.enforce.apply import enforce
+from node_enforcer.collect.pressure import read_pressure
+from node_enforcer.policy.allocation import PolicySettings
+from node_enforcer.policy.plan import plan
+from node_enforcer.collect.topology import read_topology
+from node_enforcer.enforce.files import HostFiles
 from tests.node_enforcer.conftest import make_pod
-from tests.node_enforcer.realcgroups import V2_ROOT, CgroupsNotWritable, RealTree, leftovers
-from tests.node_enforcer import realcgroups as rc
+from node_enforcer.testing.realcgroups import V2_ROOT, CgroupsNotWritable, RealTree, leftovers
+from node_enforcer.testing import realcgroups as rc
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +48,7 @@ def test_v2_driver_on_the_real_unified_mount(tree):
     pids = tree.add_pod(batch)
     driver = tree.driver()
     alloc = plan(topo, [batch], settings=PolicySettings(reserved_cpus=0, reclaim_floor_cpus=1))
-    rep = enforce(alloc, [batch], driver, FileWriter())
+    rep = enforce(alloc, [batch], driver, HostFiles())
     assert not rep.errors and not rep.missing
     offered = set(open(os.path.join(V2_ROOT, "cgroup.controllers")).read().split())
     expected_missing = {"cpuset.cpus", "cpuset.mems", "cpu.max", "memory.max", "memory.high"}
@@ -56,7 +57,7 @@ def test_v2_driver_on_the_real_unified_mount(tree):
     assert [c.path for c in rep.changes] == [f"/proc/{pids[0]}/oom_score_adj"]
     with open(f"/proc/{pids[0]}/oom_score_adj") as fh:
         assert fh.read().strip() == "200"
-    assert enforce(alloc, [batch], driver, FileWriter()).changes == []
+    assert enforce(alloc, [batch], driver, HostFiles()).changes == []
     # the pod's own PSI, as eviction reads it
     p = read_pressure("/proc", psi_path=os.path.join(driver.pod_dir(batch), "memory.pressure"))
     assert p.psi_some_avg10 is not None and 0.0 <= p.psi_some_avg10 <= 100.0

@@ -22,16 +22,16 @@ import yaml
 
 from studies.demo import cluster_objects
 from autoscaler.output.objects import PLAN_ANNOTATION, PLAN_SCHEMA
-from node_enforcer import reclaim as agent_reclaim
-from node_enforcer.pods import pod_from_object
-from node_enforcer.topology import read_topology
+from node_enforcer.collect import reclaim as agent_reclaim
+from node_enforcer.collect.pods import pod_from_object
+from node_enforcer.collect.topology import read_topology
 from predictor.history import write_long
 from predictor.sources.synthetic import generate_cluster
 from tests.autoscaler.conftest import validate_object
 from tests.autoscaler.fake_apiserver import FakeApiServer
 from tests.conftest import run_cli, write_kubeconfig
 from tests.node_enforcer.conftest import make_pod_obj
-from tests.node_enforcer.realcgroups import CgroupsNotWritable, RealTree, leftovers
+from node_enforcer.testing.realcgroups import CgroupsNotWritable, RealTree, leftovers
 
 pytestmark = pytest.mark.integration
 GIB, MIB = 2**30, 2**20

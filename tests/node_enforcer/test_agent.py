@@ -2,10 +2,14 @@ import datetime as dt
 import json
 import os
 
-from node_enforcer.agent import Agent, EnforcerSettings, reclaim_loader
-from node_enforcer.cgroups import V2Driver
-from node_enforcer.eviction import EvictionSettings, Evictor, Pressure
-from node_enforcer.writers import DryRunWriter, FileWriter
+from node_enforcer.agent import Agent
+from node_enforcer.collect.reclaim import reclaim_loader
+from node_enforcer.settings import EnforcerSettings
+from node_enforcer.enforce.cgroups import V2Driver
+from node_enforcer.enforce.evictor import Evictor
+from node_enforcer.model.pressure import Pressure
+from node_enforcer.policy.eviction import EvictionSettings
+from node_enforcer.enforce.files import DryRunFiles, HostFiles
 from predictor.errors import TidewiseError
 from predictor.types import ReclaimPlan
 from tests.node_enforcer.conftest import make_pod
@@ -19,7 +23,7 @@ def _agent(tmp_path, topo, pods, writer=None, **kw):
     driver = V2Driver(cg)
     v2_tree(cg, [p for p in pods if not os.path.isdir(driver.pod_dir(p))])  # a restart keeps existing cgroups
     s = EnforcerSettings(node="n1", checkpoint=str(tmp_path / "ck.json"), **kw)
-    return Agent(s, topo, lambda: pods, driver, writer or FileWriter(),
+    return Agent(s, topo, lambda: pods, driver, writer or HostFiles(),
                  read_pressure_fn=lambda: Pressure(64 * 2**30, 32 * 2**30, 0.0),
                  evictor=Evictor(EvictionSettings()))
 
@@ -89,7 +93,7 @@ def test_run_backs_off_after_failures(tmp_path, two_socket):
 
 def test_dry_run_agent_writes_nothing(tmp_path, two_socket):
     pods = [make_pod("batch", "reclaimed_cores")]
-    agent = _agent(tmp_path, two_socket, pods, writer=DryRunWriter())
+    agent = _agent(tmp_path, two_socket, pods, writer=DryRunFiles())
     res = agent.reconcile_once()
     assert res.report.changes and "checkpoint" not in res.timings
     assert not (tmp_path / "ck.json").exists()
@@ -124,7 +128,7 @@ def test_agent_reads_pressure_from_the_configured_psi_file(tmp_path, two_socket)
     v2_tree(cg, pods)
     s = EnforcerSettings(node="n1", checkpoint=str(tmp_path / "ck.json"), proc_root=str(tmp_path / "proc"),
                          psi_path=str(tmp_path / "psi"))
-    agent = Agent(s, two_socket, lambda: pods, V2Driver(cg), FileWriter(), evictor=Evictor(EvictionSettings()))
+    agent = Agent(s, two_socket, lambda: pods, V2Driver(cg), HostFiles(), evictor=Evictor(EvictionSettings()))
     res = agent.reconcile_once()
     assert res.pressure.psi_some_avg10 == 80.0
     assert [e.pod for e in res.evictions] == ["default/batch"] and "PSI some avg10 80.0%" in res.evictions[0].reason
@@ -135,7 +139,7 @@ def test_refusal_logged_once_while_it_lasts(tmp_path, two_socket, caplog):
 
     pods = [make_pod("huge", DED, cpu="64"), make_pod("web", cpu="1")]
     agent = _agent(tmp_path, two_socket, pods)
-    with caplog.at_level(logging.WARNING, logger="node_enforcer.agent"):
+    with caplog.at_level(logging.WARNING, logger="node_enforcer"):
         for _ in range(3):
             assert [r.key for r in agent.reconcile_once().allocation.refused] == ["default/huge"]
     lines = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]

@@ -4,10 +4,11 @@ import os
 
 import pytest
 
-from node_enforcer.cgroups import V1Driver, V2Driver, container_id_of, detect_version, make_driver, pod_cgroup
-from node_enforcer.enforce import enforce
-from node_enforcer.policy import PolicySettings, plan
-from node_enforcer.writers import DryRunWriter, FileWriter, MemoryWriter, normalise
+from node_enforcer.enforce.cgroups import V1Driver, V2Driver, container_id_of, detect_version, make_driver, pod_cgroup
+from node_enforcer.enforce.apply import enforce
+from node_enforcer.policy.allocation import PolicySettings
+from node_enforcer.policy.plan import plan
+from node_enforcer.enforce.files import DryRunFiles, HostFiles, MemoryFiles, normalise
 from predictor.types import ReclaimPlan
 from tests.node_enforcer.conftest import make_pod
 
@@ -90,7 +91,7 @@ def _pods():
 def test_v1_enforce_writes_then_nothing(two_socket, conv):
     pods = _pods()
     alloc = plan(two_socket, pods, ReclaimPlan("n1", "2026-11-30T00:00:00Z", 3600, 8000, 2 * 2**30))
-    w = MemoryWriter(v1_tree(pods, conv))
+    w = MemoryFiles(v1_tree(pods, conv))
     driver = V1Driver("/cg", conv)
     rep = enforce(alloc, pods, driver, w, proc_root="/proc-none")
     assert not rep.errors and not rep.missing
@@ -111,7 +112,7 @@ def test_v1_enforce_writes_then_nothing(two_socket, conv):
 def test_v1_shares_without_cpu_idle(two_socket):
     pods = [make_pod("batch", "reclaimed_cores", k8s_qos="BestEffort")]
     files = {k: v for k, v in v1_tree(pods).items() if not k.endswith("cpu.idle")}
-    w = MemoryWriter(files)
+    w = MemoryFiles(files)
     enforce(plan(two_socket, pods), pods, V1Driver("/cg"), w)
     assert w.files[f"/cg/cpu/kubepods/besteffort/pod{pods[0].uid}/cpu.shares"] == "2"
 
@@ -125,7 +126,7 @@ def test_cpuset_widen_then_narrow_order(two_socket):
     files[f"{d}/ctr1/cpuset.cpus"] = "0-3"
     alloc = plan(two_socket, pods, settings=PolicySettings(reserved_cpus=0))
     target = alloc.pod("default/web").cpus
-    w = MemoryWriter(files)
+    w = MemoryFiles(files)
     enforce(alloc, pods, V1Driver("/cg"), w)
     cpus_writes = [(c.path.replace(d, "POD"), c.new) for c in w.changes if c.path.endswith("cpuset.cpus")]
     assert cpus_writes[0][0] == "POD/cpuset.cpus" and set(range(4)) <= _set(cpus_writes[0][1])
@@ -139,7 +140,7 @@ def test_cpuset_widen_then_narrow_order(two_socket):
 
 
 def _set(text):
-    from node_enforcer.topology import parse_cpulist
+    from node_enforcer.model.topology import parse_cpulist
 
     return set(parse_cpulist(text))
 
@@ -152,7 +153,7 @@ def test_v2_enforce_on_a_file_tree(tmp_path, two_socket, conv):
     driver = make_driver(str(tmp_path), conv)
     assert isinstance(driver, V2Driver) and detect_version(str(tmp_path)) == 2
     alloc = plan(two_socket, pods, ReclaimPlan("n1", "2026-11-30T00:00:00Z", 3600, 8000, 2 * 2**30))
-    rep = enforce(alloc, pods, driver, FileWriter())
+    rep = enforce(alloc, pods, driver, HostFiles())
     assert rep.changes and not rep.errors and not rep.unsupported
     bdir = tmp_path / pod_cgroup(conv, "BestEffort", pods[1].uid)
     assert (bdir / "cpu.max").read_text() == f"{alloc.pod('default/batch').cpu_quota_millis * 100} 100000"
@@ -162,20 +163,20 @@ def test_v2_enforce_on_a_file_tree(tmp_path, two_socket, conv):
     ddir = tmp_path / pod_cgroup(conv, "Guaranteed", pods[2].uid)
     assert _set((ddir / "cri-containerd-ctr1.scope" / "cpuset.cpus").read_text()) == alloc.pod("default/db").cpus
     assert _set((ddir / "cpuset.mems").read_text()) == alloc.pod("default/db").mems
-    assert enforce(alloc, pods, driver, FileWriter()).changes == []
+    assert enforce(alloc, pods, driver, HostFiles()).changes == []
 
 
 def test_v2_weight_written_where_cpu_idle_is_missing(tmp_path, two_socket):
     pods = [make_pod("batch", "reclaimed_cores", k8s_qos="BestEffort")]
     v2_tree(str(tmp_path), pods, skip=("cpu.idle",))
-    enforce(plan(two_socket, pods), pods, V2Driver(str(tmp_path)), FileWriter())
+    enforce(plan(two_socket, pods), pods, V2Driver(str(tmp_path)), HostFiles())
     assert (tmp_path / f"kubepods/besteffort/pod{pods[0].uid}/cpu.weight").read_text() == "1"
 
 
 def test_v2_missing_controller_files_are_reported_not_errors(tmp_path, two_socket):
     pods = [make_pod("batch", "reclaimed_cores", limit_memory="1Gi", k8s_qos="BestEffort")]
     v2_tree(str(tmp_path), pods, skip=("memory.max", "memory.high", "cpuset.cpus", "cpuset.mems"))
-    rep = enforce(plan(two_socket, pods), pods, V2Driver(str(tmp_path)), FileWriter())
+    rep = enforce(plan(two_socket, pods), pods, V2Driver(str(tmp_path)), HostFiles())
     assert not rep.errors
     assert {os.path.basename(u) for u in rep.unsupported} == {"memory.max", "memory.high", "cpuset.cpus", "cpuset.mems"}
     assert any(c.path.endswith("cpu.max") for c in rep.changes)
@@ -185,13 +186,13 @@ def test_dry_run_writes_nothing_and_reports_the_diff(tmp_path, two_socket):
     pods = _pods()
     v2_tree(str(tmp_path), pods)
     before = {p: open(p).read() for p in _files(tmp_path)}
-    w = DryRunWriter()
+    w = DryRunFiles()
     rep = enforce(plan(two_socket, pods), pods, V2Driver(str(tmp_path)), w)
     assert rep.changes and {p: open(p).read() for p in _files(tmp_path)} == before
     # the dry run sees its own writes: a second pass over it has nothing left to do
     assert enforce(plan(two_socket, pods), pods, V2Driver(str(tmp_path)), w).changes == []
     # and a real run makes exactly the changes the dry run announced
-    real = enforce(plan(two_socket, pods), pods, V2Driver(str(tmp_path)), FileWriter())
+    real = enforce(plan(two_socket, pods), pods, V2Driver(str(tmp_path)), HostFiles())
     assert [(c.path, c.new) for c in real.changes] == [(c.path, c.new) for c in rep.changes]
 
 
@@ -205,7 +206,7 @@ def test_missing_pod_cgroup_and_write_error_are_per_pod(tmp_path, two_socket):
     d = tmp_path / pod_cgroup("cgroupfs", "Guaranteed", pods[2].uid)
     (d / "cpuset.cpus").unlink()
     (d / "cpuset.cpus").mkdir()  # writing it fails with EISDIR, like a kernel refusing a value
-    rep = enforce(plan(two_socket, pods), pods, V2Driver(str(tmp_path)), FileWriter())
+    rep = enforce(plan(two_socket, pods), pods, V2Driver(str(tmp_path)), HostFiles())
     assert rep.missing == ["default/web"]
     assert len(rep.errors) == 1 and rep.errors[0].startswith("default/db:")
     assert any("besteffort" in c.path for c in rep.changes)  # the other pod was still enforced
@@ -219,7 +220,7 @@ def test_oom_score_adj_written_for_the_pods_processes(tmp_path, two_socket):
     for pid in (4242, 4243):
         (tmp_path / "proc" / str(pid)).mkdir(parents=True)
         (tmp_path / "proc" / str(pid) / "oom_score_adj").write_text("0\n")
-    enforce(plan(two_socket, pods), pods, V2Driver(str(tmp_path / "cg")), FileWriter(), proc_root=str(tmp_path / "proc"))
+    enforce(plan(two_socket, pods), pods, V2Driver(str(tmp_path / "cg")), HostFiles(), proc_root=str(tmp_path / "proc"))
     assert (tmp_path / "proc/4242/oom_score_adj").read_text() == "500"
     assert (tmp_path / "proc/4243/oom_score_adj").read_text() == "500"
 

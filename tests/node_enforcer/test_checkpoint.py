@@ -3,11 +3,11 @@ import os
 
 import pytest
 
-from node_enforcer.cgroups import V2Driver
-from node_enforcer.checkpoint import CheckpointError, load_checkpoint, restore, save_checkpoint
-from node_enforcer.enforce import enforce
-from node_enforcer.policy import plan
-from node_enforcer.writers import FileWriter
+from node_enforcer.enforce.cgroups import V2Driver
+from node_enforcer.enforce.checkpoint import CheckpointError, load_checkpoint, restore, save_checkpoint
+from node_enforcer.enforce.apply import enforce
+from node_enforcer.policy.plan import plan
+from node_enforcer.enforce.files import HostFiles
 from tests.node_enforcer.conftest import make_pod
 from tests.node_enforcer.test_cgroups import v2_tree
 
@@ -61,7 +61,7 @@ def test_restart_restores_without_moving_a_dedicated_pod(tmp_path, two_socket):
     save_checkpoint(path, "n1", alloc)
     # after the restart a higher-priority dedicated pod arrives; it must not take a's cores
     newcomer = make_pod("vip", DED, cpu="4", priority=100)
-    r = restore(path, "n1", pods + [newcomer], V2Driver(str(tmp_path / "none")), FileWriter())
+    r = restore(path, "n1", pods + [newcomer], V2Driver(str(tmp_path / "none")), HostFiles())
     assert r.source == "checkpoint"
     after = plan(two_socket, pods + [newcomer], previous=r.dedicated)
     for key in ("default/a", "default/b"):
@@ -73,10 +73,10 @@ def test_corrupt_checkpoint_is_rebuilt_from_the_cgroups(tmp_path, two_socket):
     pods, alloc = _setup(tmp_path, two_socket)
     cg = str(tmp_path / "cg")
     v2_tree(cg, pods)
-    enforce(alloc, pods, V2Driver(cg), FileWriter())  # the cgroups hold the allocation
+    enforce(alloc, pods, V2Driver(cg), HostFiles())  # the cgroups hold the allocation
     path = tmp_path / "ck.json"
     path.write_text("{ not json")
-    r = restore(str(path), "n1", pods, V2Driver(cg), FileWriter())
+    r = restore(str(path), "n1", pods, V2Driver(cg), HostFiles())
     assert r.source == "cgroups" and "unreadable" in r.reason
     assert r.dedicated == dict(alloc.dedicated)  # only the dedicated pods, each with its cores
     newcomer = make_pod("vip", DED, cpu="4", priority=100)
@@ -86,14 +86,14 @@ def test_corrupt_checkpoint_is_rebuilt_from_the_cgroups(tmp_path, two_socket):
 
 def test_no_checkpoint_and_no_cgroups_is_empty(tmp_path, two_socket):
     pods, _ = _setup(tmp_path, two_socket)
-    r = restore(str(tmp_path / "none.json"), "n1", pods, V2Driver(str(tmp_path)), FileWriter())
+    r = restore(str(tmp_path / "none.json"), "n1", pods, V2Driver(str(tmp_path)), HostFiles())
     assert r.source == "empty" and r.dedicated == {}
 
 
 def test_checkpoint_entries_of_gone_pods_are_dropped(tmp_path, two_socket):
     pods, alloc = _setup(tmp_path, two_socket)
     save_checkpoint(str(tmp_path / "ck.json"), "n1", alloc)
-    r = restore(str(tmp_path / "ck.json"), "n1", pods[1:], V2Driver(str(tmp_path)), FileWriter())
+    r = restore(str(tmp_path / "ck.json"), "n1", pods[1:], V2Driver(str(tmp_path)), HostFiles())
     assert set(r.dedicated) == {pods[1].uid}
 
 
@@ -140,8 +140,9 @@ def test_the_agent_repairs_a_corrupted_checkpoint_on_its_next_pass(tmp_path, two
     (lambda p: (p.parent / "file").write_text("x") or None, None),
 ])
 def test_an_unusable_checkpoint_path_stops_the_agent_before_any_cgroup_write(tmp_path, two_socket, make, message):
-    from node_enforcer.agent import Agent, EnforcerSettings
-    from node_enforcer.writers import FileWriter
+    from node_enforcer.agent import Agent
+    from node_enforcer.settings import EnforcerSettings
+    from node_enforcer.enforce.files import HostFiles
 
     pods = [make_pod("db", DED, cpu="4"), make_pod("web", cpu="2")]
     cg = str(tmp_path / "cg")
@@ -152,7 +153,7 @@ def test_an_unusable_checkpoint_path_stops_the_agent_before_any_cgroup_write(tmp
     if message is None:  # a checkpoint under a path whose folder is a file
         ck = tmp_path / "file" / "ck.json"
         message = "is not a folder"
-    agent = Agent(EnforcerSettings(node="n1", checkpoint=str(ck)), two_socket, lambda: pods, V2Driver(cg), FileWriter())
+    agent = Agent(EnforcerSettings(node="n1", checkpoint=str(ck)), two_socket, lambda: pods, V2Driver(cg), HostFiles())
     res = agent.reconcile_once()  # no exception
     assert res.error is not None and message in res.error and str(ck) in res.error
     assert res.report is None and not res.checkpoint_written
@@ -161,7 +162,7 @@ def test_an_unusable_checkpoint_path_stops_the_agent_before_any_cgroup_write(tmp
 
 
 def test_path_problem_accepts_a_file_or_a_new_name(tmp_path):
-    from node_enforcer.checkpoint import path_problem
+    from node_enforcer.enforce.checkpoint import path_problem
 
     assert path_problem(str(tmp_path / "ck.json")) is None
     (tmp_path / "ck.json").write_text("{}")

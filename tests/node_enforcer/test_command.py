@@ -133,7 +133,7 @@ def _fixture_objs():
 
 @pytest.mark.parametrize("source", ["api", "kubelet"])
 def test_pods_from_api_and_kubelet_against_a_local_fake(cg, tmp_path, capsys, monkeypatch, source):
-    from tests.node_enforcer.fake_api import FakeApi
+    from node_enforcer.testing.fake_api import FakeApi
 
     for k in [k for k in os.environ if k.startswith("KUBERNETES_")]:
         monkeypatch.delenv(k)  # never the in-cluster config, even when the tests run in a pod
@@ -159,7 +159,7 @@ def _calm_proc(tmp_path):
 
 
 def test_dry_run_eviction_under_pressure_goes_to_the_api_as_dry_run(cg, tmp_path, capsys, monkeypatch):
-    from tests.node_enforcer.fake_api import FakeApi
+    from node_enforcer.testing.fake_api import FakeApi
 
     for k in [k for k in os.environ if k.startswith("KUBERNETES_")]:
         monkeypatch.delenv(k)

@@ -2,12 +2,14 @@ import logging
 
 import kubernetes_validate
 
-from node_enforcer.eviction import (EvictionSettings, Evictor, Pressure, RateLimiter, choose_victims, read_pressure,
-                                    triggers)
+from node_enforcer.collect.pressure import read_pressure
+from node_enforcer.enforce.evictor import Evictor, RateLimiter
+from node_enforcer.model.pressure import Pressure
+from node_enforcer.policy.eviction import EvictionSettings, choose_victims, triggers
 from node_enforcer.kube import KubeApi, TooManyRequests
-from node_enforcer.policy import plan
+from node_enforcer.policy.plan import plan
 from tests.node_enforcer.conftest import make_pod, make_pod_obj
-from tests.node_enforcer.fake_api import FakeApi
+from node_enforcer.testing.fake_api import FakeApi
 
 GiB = 2**30
 CALM = Pressure(64 * GiB, 32 * GiB, 0.0)
@@ -79,7 +81,7 @@ def test_evictor_rate_limits_logs_and_is_dry_run_by_default(two_socket, caplog):
     api = RecordingApi()
     now = [0.0]
     ev = Evictor(EvictionSettings(), api, clock=lambda: now[0])
-    with caplog.at_level(logging.WARNING, logger="node_enforcer.eviction"):
+    with caplog.at_level(logging.WARNING, logger="node_enforcer.enforce.evictor"):
         done = ev.run(LOW_MEM, pods, alloc, _usage(pods))
     assert [e.pod for e in done] == ["default/batch-big"] and done[0].dry_run  # 1 per minute
     assert api.calls == [("default", "batch-big", True)]

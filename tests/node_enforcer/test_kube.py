@@ -2,7 +2,7 @@ import pytest
 
 from node_enforcer.kube import Forbidden, KubeApi, KubeError, NotFound, TooManyRequests
 from tests.node_enforcer.conftest import make_pod_obj
-from tests.node_enforcer.fake_api import FakeApi
+from node_enforcer.testing.fake_api import FakeApi
 
 
 def test_list_node_pods_uses_the_field_selector():

@@ -5,11 +5,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node_enforcer.policy import PolicySettings, plan
-from node_enforcer.pods import read_pods_file
-from node_enforcer.reclaim import load_reclaim_plan, reclaim_from_dict
-from node_enforcer.topology import parse_cpulist as cl
-from node_enforcer.topology import read_topology
+from node_enforcer.policy.allocation import PolicySettings
+from node_enforcer.policy.plan import plan
+from node_enforcer.collect.pods import read_pods_file
+from node_enforcer.collect.reclaim import load_reclaim_plan, reclaim_from_dict
+from node_enforcer.model.topology import parse_cpulist as cl
+from node_enforcer.collect.topology import read_topology
 from predictor.types import NumaReclaim, ReclaimPlan
 from tests.node_enforcer.conftest import FOUR_NUMA, MIXED_PODS, RECLAIM_PLAN, make_pod
 

@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node_enforcer.qos import CPU_ENHANCEMENT, MEMORY_ENHANCEMENT, QOS_ANNOTATION, QosLevel, QosResolver, parse_qos
+from node_enforcer.collect.qos import QosResolver
+from node_enforcer.model.qos import CPU_ENHANCEMENT, MEMORY_ENHANCEMENT, QOS_ANNOTATION, QosLevel, parse_qos
 from tests.node_enforcer.conftest import make_pod
 
 
@@ -68,7 +69,7 @@ def test_malformed_logged_once_per_pod_with_its_name(caplog):
     pod = make_pod("cart", qos="platinum")
     other = make_pod("cart2", qos="platinum")
     resolver = QosResolver()
-    with caplog.at_level(logging.WARNING, logger="node_enforcer.qos"):
+    with caplog.at_level(logging.WARNING, logger="node_enforcer.collect.qos"):
         for _ in range(5):
             assert resolver.resolve(pod).level is QosLevel.SHARED
         resolver.resolve(other)
@@ -109,8 +110,8 @@ def test_any_annotation_never_crashes_and_problems_mean_shared(level, cpu, mem):
 @settings(max_examples=100, deadline=None)
 @given(level=levels, cpu=st.none() | enhancement)
 def test_policy_never_crashes_on_any_annotation(level, cpu):
-    from node_enforcer.policy import plan
-    from node_enforcer.topology import read_topology
+    from node_enforcer.policy.plan import plan
+    from node_enforcer.collect.topology import read_topology
     from tests.node_enforcer.conftest import TWO_SOCKET
 
     topo = _TOPO.get("t") or _TOPO.setdefault("t", read_topology(TWO_SOCKET))

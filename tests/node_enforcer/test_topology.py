@@ -3,7 +3,8 @@ import shutil
 
 import pytest
 
-from node_enforcer.topology import format_cpulist, parse_cpulist, read_topology
+from node_enforcer.collect.topology import read_topology
+from node_enforcer.model.topology import format_cpulist, parse_cpulist
 from predictor.errors import InputError
 from tests.node_enforcer.conftest import FOUR_NUMA, TWO_SOCKET
 

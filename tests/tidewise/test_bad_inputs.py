@@ -284,7 +284,7 @@ def test_enforce_pods_file_of_nodes_is_refused(tmp_path):
 
 
 def test_pods_file_kinds():
-    from node_enforcer.pods import _kinds
+    from node_enforcer.collect.pods import _kinds
 
     assert _kinds({"kind": "PodList", "items": [{"metadata": {}}]}) == {"PodList", "Pod"}
     assert _kinds([{"kind": "Pod"}, {"kind": "Service"}]) == {"Pod", "Service"}

@@ -59,7 +59,7 @@ def _fmt_bytes(v: int | None) -> str:
 
 
 def render(node: str, topo_summary: str, res: "ReconcileResult", dry_run: bool) -> str:
-    from node_enforcer.topology import format_cpulist
+    from node_enforcer.model.topology import format_cpulist
 
     a, rep = res.allocation, res.report
     assert a is not None and rep is not None, "render() takes a completed reconcile"
@@ -95,25 +95,32 @@ def render(node: str, topo_summary: str, res: "ReconcileResult", dry_run: bool) 
 
 
 def run(args: argparse.Namespace) -> int:
-    from node_enforcer.agent import Agent, EnforcerSettings, reclaim_loader
-    from node_enforcer.cgroups import make_driver
-    from node_enforcer.eviction import Evictor
-    from node_enforcer.pods import KubeletPods, read_pods_file
-    from node_enforcer.topology import read_topology
-    from node_enforcer.writers import DryRunWriter, FileWriter
+    from node_enforcer.agent import Agent
+    from node_enforcer.collect.pods import KubeletPods, read_pods_file
+    from node_enforcer.collect.reclaim import reclaim_loader
+    from node_enforcer.collect.topology import read_topology
+    from node_enforcer.enforce.cgroups import make_driver
+    from node_enforcer.enforce.evictor import Evictor
+    from node_enforcer.enforce.files import DryRunFiles, HostFiles
+    from node_enforcer.policy.allocation import PolicySettings
+    from node_enforcer.policy.eviction import EvictionSettings
+    from node_enforcer.settings import EnforcerSettings, nest_section
     from predictor.atomic import write_text_atomic
-    from predictor.errors import InputError
+    from contracts.errors import InputError
     from tidewise.config import settings_from
 
     version = None if args.cgroup_version in (None, "auto") else int(args.cgroup_version)
+    # policy and eviction settings are nested sub-sections; older files put their keys flat
+    section = nest_section((args.settings or {}).get("enforcer"), evict=args.evict)
     s = settings_from(
-        EnforcerSettings, (args.settings or {}).get("enforcer"), "enforcer",
+        EnforcerSettings, {k: v for k, v in section.items() if k not in ("policy", "eviction")}, "enforcer",
+        policy=settings_from(PolicySettings, section.get("policy"), "enforcer.policy"),
+        eviction=settings_from(EvictionSettings, section.get("eviction"), "enforcer.eviction"),
         node=args.node, pods_from=args.pods_from, pods_file=args.pods, kubelet_url=args.kubelet_url,
         kubelet_ca=args.kubelet_ca, sysfs_root=args.sysfs_root, cgroup_root=args.cgroup_root,
         cgroup_driver=args.cgroup_driver, cgroup_version=version, cgroup_parent=args.cgroup_parent,
         proc_root=args.proc_root, checkpoint=args.checkpoint, reclaim_plan=args.reclaim_plan,
         reclaim_plan_from=args.reclaim_plan_from, interval_seconds=args.interval, dry_run=args.dry_run,
-        evict=args.evict,
         eviction_enabled=False if args.no_eviction else None,
     )
     node = s.node or os.environ.get("NODE_NAME", "")
@@ -137,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.isdir(s.cgroup_root):
         raise InputError(f"--cgroup-root {s.cgroup_root}: no such folder")
     if not s.dry_run and s.checkpoint:
-        from node_enforcer.checkpoint import path_problem
+        from node_enforcer.enforce.checkpoint import path_problem
 
         if (problem := path_problem(s.checkpoint)) is not None:  # the agent checks each pass too
             raise InputError(f"--checkpoint {s.checkpoint}: {problem}")
@@ -171,12 +178,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         list_pods = lambda: KubeletPods(s.kubelet_url, verify=s.kubelet_ca or True).list(node)  # noqa: E731
     if plan_from == "file" and s.reclaim_plan and (args.once or os.path.exists(s.reclaim_plan)):
-        from node_enforcer.reclaim import load_reclaim_plan
+        from node_enforcer.collect.reclaim import load_reclaim_plan
 
         # fail now on a bad file; in the loop a missing or stale plan is refused with a warning (reclaim 0)
         load_reclaim_plan(s.reclaim_plan, node)
-    writer = DryRunWriter() if s.dry_run else FileWriter()
-    ev_settings = s.eviction()
+    writer = DryRunFiles() if s.dry_run else HostFiles()
+    ev_settings = s.eviction
     if s.dry_run:
         ev_settings = dataclasses.replace(ev_settings, dry_run=True)
     evictor = Evictor(ev_settings, kube) if s.eviction_enabled else None
@@ -193,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     res = agent.reconcile_once()
     if res.error or res.allocation is None or res.report is None:
-        from predictor.errors import TidewiseError
+        from contracts.errors import TidewiseError
 
         raise TidewiseError(res.error or "reconcile failed")
     report = res.report

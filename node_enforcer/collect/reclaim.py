@@ -23,9 +23,9 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from predictor.errors import InputError
+from predictor.errors import InputError, TidewiseError
 
 log = logging.getLogger(__name__)
 
@@ -131,3 +131,43 @@ def load_reclaim_plan(path: str, node: str | None = None) -> ReclaimInput:
     if node and plan.node != node:
         raise InputError(f"--reclaim-plan {path} is for node {plan.node!r}, not {node!r}")
     return plan
+
+
+def reclaim_loader(path: str | None, node: str,
+                   now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc),
+                   annotations: Callable[[], Mapping[str, str]] | None = None,
+                   ) -> Callable[[], ReclaimInput | None]:
+    """Re-read the plan every pass (the publisher rewrites it): from the node's annotation when
+    `annotations` is given (it returns this Node's annotations), else from the file at `path`.
+
+    Fails closed: a plan that is missing, unreadable, malformed, another node's or expired is
+    refused with a warning (once per distinct reason) and replaced by `zero_plan` — the reclaim pool
+    keeps only its floor. No source at all (no path, no annotations) means no plan: None."""
+    last: list[str] = [""]
+
+    def warn(msg: str) -> None:  # once per distinct problem, not every pass
+        log.log(logging.DEBUG if msg == last[0] else logging.WARNING, msg)
+        last[0] = msg
+
+    def read(at: dt.datetime) -> ReclaimInput:
+        if annotations is not None:
+            return plan_from_annotation(annotations().get(PLAN_ANNOTATION), node, at)
+        p = load_reclaim_plan(path or "", node or None)
+        if p.expired(at):
+            raise TidewiseError(f"reclaim plan {path}: its window ({p.window_start} + {p.window_seconds} s) "
+                                "has passed")
+        return p
+
+    def load() -> ReclaimInput | None:
+        if annotations is None and not path:
+            return None
+        at = now()
+        try:
+            p = read(at)
+        except TidewiseError as exc:
+            warn(f"reclaim plan refused, reclaiming nothing beyond the floor: {exc}")
+            return zero_plan(node, at)
+        last[0] = ""
+        return p
+
+    return load

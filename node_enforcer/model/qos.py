@@ -6,20 +6,18 @@
 `cpuset_pool` (a pool name) and `oom_priority` (an integer, higher = killed later).
 
 A malformed annotation never crashes the agent: the pod is treated as `shared_cores` without
-enhancements, and the problem is logged once per pod and carried in the plan.
+enhancements, and the problem is carried in the plan (`collect.qos.QosResolver` logs it once per pod).
 """
 from __future__ import annotations
 
 import enum
 import json
-import logging
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from node_enforcer.pods import Pod
+from node_enforcer.model.pod import Pod
 
-log = logging.getLogger(__name__)
 
 QOS_ANNOTATION = "katalyst.kubewharf.io/qos_level"
 CPU_ENHANCEMENT = "katalyst.kubewharf.io/cpu_enhancement"
@@ -120,16 +118,8 @@ def parse_qos(annotations: dict[str, str] | Any) -> QosSpec:
         return QosSpec(problem=str(exc) or type(exc).__name__)
 
 
-class QosResolver:
-    """Resolves pods' QoS and logs each malformed annotation once per pod (not every reconcile)."""
+class QosSource(Protocol):
+    """What reads a pod's QoS spec: `parse_qos` of its annotations, or `collect.qos.QosResolver`,
+    which also logs each malformed annotation once."""
 
-    def __init__(self) -> None:
-        self._logged: set[tuple[str, str]] = set()
-
-    def resolve(self, pod: Pod) -> QosSpec:
-        spec = parse_qos(pod.annotations)
-        if spec.problem and (pod.uid, spec.problem) not in self._logged:
-            self._logged.add((pod.uid, spec.problem))
-            log.warning("pod %s: malformed QoS annotation, treated as shared_cores: %s", pod.key, spec.problem,
-                        extra={"pod": pod.key, "uid": pod.uid})
-        return spec
+    def resolve(self, pod: Pod) -> QosSpec: ...

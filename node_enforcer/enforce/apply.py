@@ -12,11 +12,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from node_enforcer.cgroups import Desired, CgroupDriver
-from node_enforcer.pods import Pod
-from node_enforcer.policy import CpuAllocation
-from node_enforcer.topology import format_cpulist, parse_cpulist
-from node_enforcer.writers import Change, Writer
+from node_enforcer.enforce.cgroups import Desired, CgroupDriver
+from node_enforcer.model.pod import Pod
+from node_enforcer.policy.allocation import CpuAllocation
+from node_enforcer.model.topology import format_cpulist, parse_cpulist
+from node_enforcer.enforce.files import Change, FilePort
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +33,8 @@ class EnforceReport:
                 f"{len(self.unsupported)} unsupported file(s), {len(self.errors)} error(s)")
 
 
-def _apply_cpuset(writer: Writer, parent: Desired, children: list[Desired]) -> None:
-    current = writer.read(parent.path)
+def _apply_cpuset(files: FilePort, parent: Desired, children: list[Desired]) -> None:
+    current = files.read(parent.path)
     try:
         old = parse_cpulist(current or "")
     except ValueError:
@@ -42,28 +42,28 @@ def _apply_cpuset(writer: Writer, parent: Desired, children: list[Desired]) -> N
     new = parse_cpulist(parent.value)
     if current is not None and old == new:  # the usual, no-op pass: only the containers to check
         for child in children:
-            writer.ensure(child.path, child.value)
+            files.ensure(child.path, child.value)
         return
     if old and not old <= new:
-        writer.ensure(parent.path, format_cpulist(old | new))  # widen first; narrowed below
+        files.ensure(parent.path, format_cpulist(old | new))  # widen first; narrowed below
     elif old != new:
-        writer.ensure(parent.path, parent.value)
+        files.ensure(parent.path, parent.value)
     for child in children:
-        writer.ensure(child.path, child.value)
-    writer.ensure(parent.path, parent.value)
+        files.ensure(child.path, child.value)
+    files.ensure(parent.path, parent.value)
 
 
-def enforce(allocation: CpuAllocation, pods: Sequence[Pod], driver: CgroupDriver, writer: Writer,
+def enforce(allocation: CpuAllocation, pods: Sequence[Pod], driver: CgroupDriver, files: FilePort,
             proc_root: str = "/proc") -> EnforceReport:
     by_uid: Mapping[str, Pod] = {p.uid: p for p in pods}
     report = EnforceReport()
-    start = len(writer.changes)
+    start = len(files.changes)
     for alloc in allocation.pods:
         pod = by_uid.get(alloc.uid)
         if pod is None:
             continue
         try:
-            found = driver.cgroups(alloc, pod, writer)
+            found = driver.cgroups(alloc, pod, files)
             report.unsupported.extend(found.unsupported if found.found else [])
             if not found.found:
                 report.missing.append(pod.key)
@@ -74,18 +74,18 @@ def enforce(allocation: CpuAllocation, pods: Sequence[Pod], driver: CgroupDriver
                     groups.setdefault(d.group, []).append(d)
             for members in groups.values():
                 parent = next(d for d in members if d.is_parent)
-                _apply_cpuset(writer, parent, [d for d in members if not d.is_parent])
+                _apply_cpuset(files, parent, [d for d in members if not d.is_parent])
             for d in found.desired:
                 if not d.group:
-                    writer.ensure(d.path, d.value)
+                    files.ensure(d.path, d.value)
             if alloc.oom_score_adj is not None:
                 for pid in found.pids:
                     path = os.path.join(proc_root, str(pid), "oom_score_adj")
-                    if writer.exists(path):  # the process may have exited since cgroup.procs was read
-                        writer.ensure(path, str(alloc.oom_score_adj))
+                    if files.exists(path):  # the process may have exited since cgroup.procs was read
+                        files.ensure(path, str(alloc.oom_score_adj))
         except OSError as exc:
             msg = f"{pod.key}: {exc.strerror or exc} ({exc.filename})"
             report.errors.append(msg)
             log.error("enforce %s", msg, extra={"pod": pod.key})
-    report.changes = writer.changes[start:]
+    report.changes = files.changes[start:]
     return report

@@ -26,10 +26,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from node_enforcer.pods import Pod
-from node_enforcer.policy import CFS_PERIOD_US, PodAllocation
-from node_enforcer.topology import format_cpulist, parse_cpulist
-from node_enforcer.writers import PAGE, Writer
+from node_enforcer.model.pod import Pod
+from node_enforcer.policy.allocation import CFS_PERIOD_US, PodAllocation
+from node_enforcer.model.topology import format_cpulist, parse_cpulist
+from node_enforcer.enforce.files import PAGE, FilePort
 
 CONVENTIONS = ("cgroupfs", "systemd")
 V1_CONTROLLERS = ("cpuset", "cpu", "memory")
@@ -78,10 +78,10 @@ class PodCgroups:
     unsupported: list[str] = field(default_factory=list)
 
 
-def _pids(writer: Writer, dirs: list[str]) -> list[int]:
+def _pids(files: FilePort, dirs: list[str]) -> list[int]:
     out: set[int] = set()
     for d in dirs:
-        text = writer.read(os.path.join(d, "cgroup.procs")) or ""
+        text = files.read(os.path.join(d, "cgroup.procs")) or ""
         out.update(int(x) for x in text.split() if x.strip().isdigit())
     return sorted(out)
 
@@ -104,26 +104,26 @@ class CgroupDriver:
     def pod_dir(self, pod: Pod, controller: str = "") -> str:
         raise NotImplementedError
 
-    def cgroups(self, alloc: PodAllocation, pod: Pod, writer: Writer) -> PodCgroups:
+    def cgroups(self, alloc: PodAllocation, pod: Pod, files: FilePort) -> PodCgroups:
         raise NotImplementedError
 
-    def read_cpuset(self, pod: Pod, writer: Writer) -> frozenset[int] | None:
+    def read_cpuset(self, pod: Pod, files: FilePort) -> frozenset[int] | None:
         """The cpus a pod's cgroup holds now (to rebuild a lost checkpoint)."""
-        text = writer.read(os.path.join(self.pod_dir(pod, "cpuset"), "cpuset.cpus"))
+        text = files.read(os.path.join(self.pod_dir(pod, "cpuset"), "cpuset.cpus"))
         try:
             return parse_cpulist(text) if text and text.strip() else None
         except ValueError:
             return None
 
-    def memory_usage(self, pod: Pod, writer: Writer) -> int | None:
+    def memory_usage(self, pod: Pod, files: FilePort) -> int | None:
         raise NotImplementedError
 
 
-def _cpuset_writes(out: PodCgroups, pod_dir: str, containers: list[str], alloc: PodAllocation, writer: Writer) -> None:
+def _cpuset_writes(out: PodCgroups, pod_dir: str, containers: list[str], alloc: PodAllocation, files: FilePort) -> None:
     for name, value in (("cpuset.cpus", format_cpulist(alloc.cpus)), ("cpuset.mems", format_cpulist(alloc.mems))):
         if not value:
             continue
-        if not writer.exists(os.path.join(pod_dir, name)):
+        if not files.exists(os.path.join(pod_dir, name)):
             out.unsupported.append(os.path.join(pod_dir, name))
             continue
         out.desired.append(Desired(os.path.join(pod_dir, name), value, group=name, is_parent=True))
@@ -138,12 +138,12 @@ class V1Driver(CgroupDriver):
         return os.path.join(self.root, controller, self._parent(controller),
                             pod_cgroup(self.convention, pod.k8s_qos, pod.uid))
 
-    def cgroups(self, alloc: PodAllocation, pod: Pod, writer: Writer) -> PodCgroups:
+    def cgroups(self, alloc: PodAllocation, pod: Pod, files: FilePort) -> PodCgroups:
         out = PodCgroups(pod=pod.key, found=False)
         dirs: dict[str, str] = {}
         for ctl in V1_CONTROLLERS:
             d = self.pod_dir(pod, ctl)
-            if writer.exists(d):
+            if files.exists(d):
                 dirs[ctl] = d
             else:
                 out.unsupported.append(d)
@@ -152,11 +152,11 @@ class V1Driver(CgroupDriver):
         out.found = True
         if "cpuset" in dirs:
             d = dirs["cpuset"]
-            _cpuset_writes(out, d, [os.path.join(d, c) for c in writer.listdir(d)], alloc, writer)
+            _cpuset_writes(out, d, [os.path.join(d, c) for c in files.listdir(d)], alloc, files)
         if "cpu" in dirs:
             d = dirs["cpu"]
             idle_path = os.path.join(d, "cpu.idle")
-            has_idle = writer.exists(idle_path)
+            has_idle = files.exists(idle_path)
             if has_idle and alloc.cpu_idle:  # an idle group refuses cpu.shares writes (EINVAL): one or the other
                 out.desired.append(Desired(idle_path, "1"))
             if alloc.cpu_weight is not None and not (alloc.cpu_idle and has_idle):
@@ -172,11 +172,11 @@ class V1Driver(CgroupDriver):
                                        str(alloc.memory_max_bytes // PAGE * PAGE)))
         if alloc.oom_score_adj is not None:  # the processes matter only for oom_score_adj
             ctl = next(c for c in ("cpuset", "cpu", "memory") if c in dirs)
-            out.pids = _pids(writer, [dirs[ctl]] + [os.path.join(dirs[ctl], c) for c in writer.listdir(dirs[ctl])])
+            out.pids = _pids(files, [dirs[ctl]] + [os.path.join(dirs[ctl], c) for c in files.listdir(dirs[ctl])])
         return out
 
-    def memory_usage(self, pod: Pod, writer: Writer) -> int | None:
-        text = writer.read(os.path.join(self.pod_dir(pod, "memory"), "memory.usage_in_bytes"))
+    def memory_usage(self, pod: Pod, files: FilePort) -> int | None:
+        text = files.read(os.path.join(self.pod_dir(pod, "memory"), "memory.usage_in_bytes"))
         return int(text) if text and text.strip().isdigit() else None
 
 
@@ -186,19 +186,19 @@ class V2Driver(CgroupDriver):
     def pod_dir(self, pod: Pod, controller: str = "") -> str:
         return os.path.join(self.root, self._parent("unified"), pod_cgroup(self.convention, pod.k8s_qos, pod.uid))
 
-    def cgroups(self, alloc: PodAllocation, pod: Pod, writer: Writer) -> PodCgroups:
+    def cgroups(self, alloc: PodAllocation, pod: Pod, files: FilePort) -> PodCgroups:
         d = self.pod_dir(pod)
-        out = PodCgroups(pod=pod.key, found=writer.exists(d))
+        out = PodCgroups(pod=pod.key, found=files.exists(d))
         if not out.found:
             out.unsupported.append(d)
             return out
-        containers = [os.path.join(d, c) for c in writer.listdir(d)]
-        _cpuset_writes(out, d, containers, alloc, writer)
+        containers = [os.path.join(d, c) for c in files.listdir(d)]
+        _cpuset_writes(out, d, containers, alloc, files)
         wanted: list[tuple[str, str | None]] = [
             ("cpu.idle", "1" if alloc.cpu_idle else None),
             # an idle group ignores cpu.weight (and rejects writes on some kernels): skip it there
             ("cpu.weight", None if alloc.cpu_weight is None or
-             (alloc.cpu_idle and writer.exists(os.path.join(d, "cpu.idle"))) else str(alloc.cpu_weight)),
+             (alloc.cpu_idle and files.exists(os.path.join(d, "cpu.idle"))) else str(alloc.cpu_weight)),
             ("cpu.max", None if alloc.cpu_quota_millis is None else
              f"{alloc.cpu_quota_millis * CFS_PERIOD_US // 1000} {CFS_PERIOD_US}"),
             ("memory.max", None if alloc.memory_max_bytes is None else str(alloc.memory_max_bytes // PAGE * PAGE)),
@@ -208,16 +208,16 @@ class V2Driver(CgroupDriver):
             if value is None:
                 continue
             path = os.path.join(d, name)
-            if writer.exists(path):
+            if files.exists(path):
                 out.desired.append(Desired(path, value))
             elif name != "cpu.idle":  # cpu.idle is optional by design (kernels before 5.15)
                 out.unsupported.append(path)
         if alloc.oom_score_adj is not None:
-            out.pids = _pids(writer, [d] + containers)
+            out.pids = _pids(files, [d] + containers)
         return out
 
-    def memory_usage(self, pod: Pod, writer: Writer) -> int | None:
-        text = writer.read(os.path.join(self.pod_dir(pod), "memory.current"))
+    def memory_usage(self, pod: Pod, files: FilePort) -> int | None:
+        text = files.read(os.path.join(self.pod_dir(pod), "memory.current"))
         return int(text) if text and text.strip().isdigit() else None
 
 

@@ -1,9 +1,13 @@
-"""Where cgroup (and /proc) values are read from and written to.
+"""The filesystem port: every cgroup (and /proc) file the agent reads or writes goes through one.
 
-- `FileWriter`: the real files; every write is logged old -> new.
-- `DryRunWriter`: reads the real files, keeps writes in an overlay (so a later read sees them, as
+The drivers read through it (does a controller file exist, which container folders, which pids),
+`enforce.apply` writes through it (`ensure`: read, compare, write only what differs, log old -> new),
+and every change made is recorded in `changes`. Three implementations:
+
+- `HostFiles`: the real files; every write is logged old -> new.
+- `DryRunFiles`: reads the real files, keeps writes in an overlay (so a later read sees them, as
   it would after a real write) and records them as the diff that `--dry-run` prints.
-- `MemoryWriter`: an in-memory file tree that records every write, for unit tests.
+- `MemoryFiles`: an in-memory file tree that records every write, for unit tests.
 
 Values are compared in a normal form (`normalise`), so that `0-3` equals `0,1,2,3` and a v1 memory
 limit of -1 equals the kernel's 9223372036854771712.
@@ -15,7 +19,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
-from node_enforcer.topology import format_cpulist, parse_cpulist
+from node_enforcer.model.topology import format_cpulist, parse_cpulist
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +64,8 @@ def normalise(path: str, text: str | None) -> str | None:
     return t
 
 
-class Writer:
-    """read / write one file; `changes` holds what this writer wrote since it was made."""
+class FilePort:
+    """read / list / write one file; `changes` holds what this port wrote since it was made."""
 
     dry_run = False
 
@@ -93,7 +97,7 @@ class Writer:
         return change
 
 
-class FileWriter(Writer):
+class HostFiles(FilePort):
     def read(self, path: str) -> str | None:
         # os.open/os.read rather than open(): a no-op pass reads hundreds of small kernfs files,
         # and skipping the buffered text layer about halves the cost of each
@@ -126,7 +130,7 @@ class FileWriter(Writer):
             fh.write(value)
 
 
-class DryRunWriter(FileWriter):
+class DryRunFiles(HostFiles):
     dry_run = True
 
     def __init__(self) -> None:
@@ -140,7 +144,7 @@ class DryRunWriter(FileWriter):
         self.overlay[path] = value
 
 
-class MemoryWriter(Writer):
+class MemoryFiles(FilePort):
     """An in-memory tree of files (path -> content); directories are implied by the paths."""
 
     def __init__(self, files: Mapping[str, str] | None = None) -> None:

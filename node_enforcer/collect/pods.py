@@ -10,9 +10,9 @@ import json
 import logging
 import os
 import re
-from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from node_enforcer.model.pod import Container, Pod
 from predictor.errors import InputError, TidewiseError
 
 log = logging.getLogger(__name__)
@@ -42,48 +42,6 @@ def parse_memory_bytes(value: Any) -> int:
     if not m or (m.group(2) or "") not in _MEM_SUFFIX:
         raise ValueError(f"memory quantity {value!r} does not parse (use 512Mi, 1Gi, 1G)")
     return int(float(m.group(1)) * _MEM_SUFFIX[m.group(2) or ""])
-
-
-@dataclass(frozen=True)
-class Container:
-    name: str
-    id: str | None  # runtime container id without the `containerd://` prefix; None until started
-    cpu_request_millis: int = 0
-    cpu_limit_millis: int | None = None
-    memory_request_bytes: int = 0
-    memory_limit_bytes: int | None = None
-
-
-@dataclass(frozen=True)
-class Pod:
-    uid: str
-    namespace: str
-    name: str
-    node_name: str | None
-    k8s_qos: str  # Guaranteed | Burstable | BestEffort (the kubelet's cgroup parent follows it)
-    priority: int
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    containers: tuple[Container, ...] = ()
-    phase: str = "Running"
-    created: str = ""
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def cpu_request_millis(self) -> int:
-        return sum(c.cpu_request_millis for c in self.containers)
-
-    @property
-    def cpu_limit_millis(self) -> int | None:
-        limits = [c.cpu_limit_millis for c in self.containers]
-        return None if not limits or any(v is None for v in limits) else sum(v for v in limits if v)
-
-    @property
-    def memory_limit_bytes(self) -> int | None:
-        limits = [c.memory_limit_bytes for c in self.containers]
-        return None if not limits or any(v is None for v in limits) else sum(v for v in limits if v)
 
 
 def _k8s_qos(containers: list[Container]) -> str:

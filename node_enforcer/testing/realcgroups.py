@@ -21,8 +21,8 @@ import time
 import uuid
 from typing import Iterable
 
-from node_enforcer.cgroups import V1Driver, V2Driver, pod_cgroup
-from node_enforcer.pods import Pod
+from node_enforcer.enforce.cgroups import V1Driver, V2Driver, pod_cgroup
+from node_enforcer.model.pod import Pod
 
 V1_ROOT = "/sys/fs/cgroup"
 V2_ROOT = "/sys/fs/cgroup/unified"

@@ -19,12 +19,12 @@ import stat
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from node_enforcer.cgroups import CgroupDriver
-from node_enforcer.pods import Pod
-from node_enforcer.policy import CpuAllocation
-from node_enforcer.qos import QosLevel, QosResolver
-from node_enforcer.topology import format_cpulist, parse_cpulist
-from node_enforcer.writers import Writer
+from node_enforcer.enforce.cgroups import CgroupDriver
+from node_enforcer.model.pod import Pod
+from node_enforcer.policy.allocation import CpuAllocation
+from node_enforcer.model.qos import QosLevel, QosSource, parse_qos
+from node_enforcer.model.topology import format_cpulist, parse_cpulist
+from node_enforcer.enforce.files import FilePort
 from predictor.atomic import write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -128,30 +128,30 @@ def load_checkpoint(path: str, node: str) -> dict[str, frozenset[int]] | None:
         raise CheckpointError(f"checkpoint {path}: bad dedicated entry: {exc}") from exc
 
 
-def rebuild_from_cgroups(pods: Sequence[Pod], driver: CgroupDriver, writer: Writer,
-                         resolver: QosResolver | None = None) -> dict[str, frozenset[int]]:
+def rebuild_from_cgroups(pods: Sequence[Pod], driver: CgroupDriver, files: FilePort,
+                         resolver: QosSource | None = None) -> dict[str, frozenset[int]]:
     """Each running dedicated pod's current `cpuset.cpus`; the policy keeps those that still fit."""
-    resolver = resolver or QosResolver()
     out = {}
     for pod in pods:
-        if resolver.resolve(pod).level is not QosLevel.DEDICATED:
+        spec = resolver.resolve(pod) if resolver is not None else parse_qos(pod.annotations)
+        if spec.level is not QosLevel.DEDICATED:
             continue
-        cpus = driver.read_cpuset(pod, writer)
+        cpus = driver.read_cpuset(pod, files)
         if cpus:
             out[pod.uid] = cpus
     return out
 
 
-def restore(path: str, node: str, pods: Sequence[Pod], driver: CgroupDriver, writer: Writer,
-            resolver: QosResolver | None = None) -> Restored:
+def restore(path: str, node: str, pods: Sequence[Pod], driver: CgroupDriver, files: FilePort,
+            resolver: QosSource | None = None) -> Restored:
     """What a starting agent believes each dedicated pod holds."""
     live = {p.uid for p in pods}
     try:
         saved = load_checkpoint(path, node)
     except CheckpointError as exc:
         log.warning("%s; rebuilding the allocation from the cgroups", exc)
-        return Restored(rebuild_from_cgroups(pods, driver, writer, resolver), "cgroups", str(exc))
+        return Restored(rebuild_from_cgroups(pods, driver, files, resolver), "cgroups", str(exc))
     if saved is None:
-        rebuilt = rebuild_from_cgroups(pods, driver, writer, resolver)
+        rebuilt = rebuild_from_cgroups(pods, driver, files, resolver)
         return Restored(rebuilt, "cgroups" if rebuilt else "empty", f"no checkpoint at {path}")
     return Restored({uid: cpus for uid, cpus in saved.items() if uid in live}, "checkpoint")

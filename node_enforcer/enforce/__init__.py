@@ -1,0 +1,1 @@
+"""Enforcement: the filesystem port, the cgroup drivers, write-what-differs, checkpoint, evictions."""
