@@ -1,11 +1,17 @@
-"""Guardrails that are not tied to one estimator: staleness, cool-down, the kill switch."""
+"""Guardrails that are not tied to one estimator: staleness, cool-down, the kill switch, and the
+change limit applied to a VPA decision after it is made."""
 from __future__ import annotations
 
 import os
 import stat
 from dataclasses import dataclass, field
+from typing import Mapping
 
 import pandas as pd
+
+from autoscaler.logic.vpa import container_policy, limit_change
+from autoscaler.model.cluster import Obj
+from autoscaler.model.decisions import VpaDecision
 
 RUN_WORD = "run"  # the only content that lets writes go ahead
 STOP_WORDS = {"", "stop", "true", "1", "on", "yes", "off-writes"}  # deliberate stops (anything else stops too)
@@ -74,3 +80,21 @@ class Cooldown:
 
     def record(self, key: str, now: pd.Timestamp) -> None:
         self.last[key] = now
+
+
+def limit_vpa_decision(decision: VpaDecision, published: Mapping[tuple[str, str], int], vpa: Obj,
+                       max_decrease_ratio: float, max_increase_ratio: float) -> VpaDecision:
+    """The change guardrail as a post-processor: each target moves at most the allowed ratio from
+    what is published (`limit_change`), never above the container's maxAllowed; the bounds widen to
+    keep lower <= target <= upper and the reason names the step. Changes `decision` in place."""
+    for c in decision.containers:
+        policy = container_policy(vpa, c.container)
+        for res, rec in c.resources.items():
+            limited, why = limit_change(published.get((c.container, res)), rec.target, max_decrease_ratio,
+                                        max_increase_ratio, floor=rec.floor)
+            if why:
+                limited = min(limited, policy.max_allowed.get(res, limited))
+                rec.reason.steps.append(why)
+                rec.target = limited
+                rec.lower, rec.upper = min(rec.lower, limited), max(rec.upper, limited)
+    return decision

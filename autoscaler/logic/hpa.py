@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from autoscaler.quantity import to_units
+from contracts.quantity import to_units
 
 
 # Kubernetes counts replicas in an int32 (spec.replicas, minReplicas, maxReplicas): a demand that
@@ -150,7 +150,8 @@ def hpa_target(hpa: dict[str, Any], pod_requests: dict[str, int], default_utiliz
                     raise MalformedHpa(f"metric {name}: Utilization target but the pods request no {name}")
                 return HpaTarget(name, u / 100.0 * req, f"{u}% of the pod's {name} request")
             if kind == "AverageValue":
-                v = to_units(name, target.get("averageValue"))
+                # a missing averageValue does not parse here: reported below as MalformedHpa
+                v = to_units(name, target.get("averageValue"))  # type: ignore[arg-type]
                 if v <= 0:
                     raise MalformedHpa(f"metric {name}: averageValue must be positive")
                 return HpaTarget(name, float(v), f"averageValue {target.get('averageValue')}")

@@ -62,7 +62,7 @@ class ClusterState:
         self._pods_by_wl: dict[tuple[str, str, str], list[Obj]] = {}
         by_label: dict[tuple[str, str, str], list[tuple[tuple[str, str, str], dict[str, str]]]] = {}
         for key, wl in self.workloads.items():
-            spec = wl.get("spec") if isinstance(wl.get("spec"), dict) else {}
+            spec: Obj = wl["spec"] if isinstance(wl.get("spec"), dict) else {}
             sel = (spec.get("selector") or {}).get("matchLabels") or {}
             if sel and isinstance(sel, dict):
                 k, v = sorted(sel.items())[0]

@@ -104,7 +104,7 @@ def resource_recommend_change(vpa: Obj, decision: VpaDecision, recommender: str,
         "conditions": [{"type": "RecommendationProvided", "status": "True", "lastTransitionTime": now_iso,
                         "reason": CONDITION_REASON, "message": _message(decision)}],
     }
-    obj = {"apiVersion": "recommendation.katalyst.kubewharf.io/v1alpha1", "kind": "ResourceRecommend",
+    obj: Obj = {"apiVersion": "recommendation.katalyst.kubewharf.io/v1alpha1", "kind": "ResourceRecommend",
            "metadata": {"name": m["name"], "namespace": m.get("namespace")}, "spec": spec, "status": status}
     return Change("ResourceRecommend", obj["apiVersion"], m.get("namespace"), m["name"], obj, {"status": status},
                   subresource="status", reasons={"containers": decision.reasons()})
@@ -168,6 +168,7 @@ def _plan_current(node: Obj, doc: dict[str, Any], window_seconds: int) -> bool:
     than half a window: republishing only then keeps the agent's plan fresh without a node write
     per node per run (1 h window: one write per node every 30 min while nothing changes)."""
     text = ((node.get("metadata") or {}).get("annotations") or {}).get(PLAN_ANNOTATION)
+    old: Any = None
     try:
         old = json.loads(text) if text else None
         left = (dt.datetime.fromisoformat(str(old["valid_until"]).replace("Z", "+00:00")) -
@@ -223,7 +224,7 @@ def cnr_change(plan: ReclaimPlan, settings: ReclaimSettings, now_iso: str) -> Ch
             for i, n in sorted(plan.numa.items())]}]
     # topologyPolicy belongs to Katalyst's agent: the patch leaves it alone; the whole object shows
     # the CRD's default so that it validates as a file
-    obj = {"apiVersion": "node.katalyst.kubewharf.io/v1alpha1", "kind": "CustomNodeResource",
+    obj: Obj = {"apiVersion": "node.katalyst.kubewharf.io/v1alpha1", "kind": "CustomNodeResource",
            "metadata": {"name": plan.node, "annotations": {ANNOTATION_REASON: json.dumps(plan.reasons)[:MAX_MESSAGE]}},
            "status": {"topologyPolicy": "none", **status}}
     return Change("CustomNodeResource", obj["apiVersion"], None, plan.node, obj, {"status": status},

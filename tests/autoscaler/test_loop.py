@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from autoscaler.logic.decide_hpa import observed_level_ratio
 from autoscaler.metrics import Metrics
 from autoscaler.output.sinks import DRY_RUN, DryRunSink, FileSink
 from autoscaler.routines.loop import FROZEN, KILLED, OK, ServingLoop
@@ -501,10 +502,12 @@ def test_hpa_level_ratio_compares_new_observations_with_the_cached_forecast(obje
     loop = loop_for(objects, history)
     loop.run_once()
     sid = next(k for k in history.series if k.endswith("/cpu"))
-    fc = loop.cache[sid]
+    fc = loop.forecast_cache.entries[sid]
     y = history.series[sid]
     steps = fc.index[:3]  # the three steps after the forecast was made, now observed 30% higher
     history.series[sid] = pd.concat([y, pd.Series(1.3 * fc.quantile(0.5)[:3], index=steps)])
-    ctx = {"history": history, "origin": steps[-1] + history.step}
-    assert loop._level_ratio([sid], ctx) == pytest.approx(1.3)
-    assert loop._level_ratio([sid], {"history": history, "origin": fc.index[0]}) == 1.0  # nothing seen yet
+    k = loop.settings.hpa.level_steps
+    ratio = observed_level_ratio([sid], loop.forecast_cache.entries, history, steps[-1] + history.step, history.step, k)
+    assert ratio == pytest.approx(1.3)
+    nothing_seen_yet = observed_level_ratio([sid], loop.forecast_cache.entries, history, fc.index[0], history.step, k)
+    assert nothing_seen_yet == 1.0

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autoscaler.routines.loop import _cache_state, _covers
+from autoscaler.routines.forecast_cache import cache_state, covers
 from predictor.types import Forecast
 
 STEP = pd.Timedelta("5min")
@@ -26,9 +26,9 @@ def test_a_cached_forecast_of_any_unit_serves_the_next_runs(unit):
     fc = _forecast(unit)
     origin = (MADE + 3 * STEP).as_unit("us")  # a later run's clock, as pandas 3's Timestamp.now() gives it
     y = pd.Series(1.5, index=pd.date_range(MADE - 12 * STEP, origin - STEP, freq=STEP).as_unit("ns"))
-    assert _covers(fc, origin, need_steps=12, step=STEP)
-    assert not _covers(fc, MADE + 40 * STEP, need_steps=12, step=STEP)  # too few steps left
-    assert _cache_state(fc, y, origin, 12, STEP, pd.Timedelta("1h")) == "fresh"
-    assert _cache_state(fc, y, origin, 12, STEP, pd.Timedelta("10min")) == "aged"
+    assert covers(fc, origin, need_steps=12, step=STEP)
+    assert not covers(fc, MADE + 40 * STEP, need_steps=12, step=STEP)  # too few steps left
+    assert cache_state(fc, y, origin, 12, STEP, pd.Timedelta("1h")) == "fresh"
+    assert cache_state(fc, y, origin, 12, STEP, pd.Timedelta("10min")) == "aged"
     y.iloc[-1] = 5.0  # above the top quantile since the forecast was made
-    assert _cache_state(fc, y, origin, 12, STEP, pd.Timedelta("1h")) == "surprised"
+    assert cache_state(fc, y, origin, 12, STEP, pd.Timedelta("1h")) == "surprised"

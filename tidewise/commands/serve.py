@@ -60,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _settings(args: argparse.Namespace):  # -> ServeSettings
     from autoscaler.settings import (GuardrailSettings, HpaSettings, LoopSettings, ReclaimSettings, ServeSettings,
                                      VpaSettings)
-    from predictor.errors import InputError
+    from contracts.errors import InputError
     from tidewise.config import settings_from
 
     section = dict((args.settings or {}).get("serve") or {})
@@ -82,7 +82,7 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
 def _metrics_address(args: argparse.Namespace) -> tuple[str, int]:
     """(host, port) of /metrics: --metrics-address, or the older --host/--port pair (not both)."""
     from autoscaler.metrics import parse_listen_address
-    from predictor.errors import InputError
+    from contracts.errors import InputError
 
     if args.metrics_address is None:
         return args.host or "0.0.0.0", 8080 if args.port is None else args.port
@@ -109,20 +109,10 @@ def _report_dict(rep) -> dict:
     }
 
 
-def run(args: argparse.Namespace) -> int:
-    import os
-    import signal
-    import socket
-    import threading
-    import time
-
-    import pandas as pd
-
+def _check_args(args: argparse.Namespace, settings) -> None:
+    """Every usage mistake is exit 2 now, not a frozen loop later (paths: `_check_paths`)."""
     from predictor.durations import parse_duration
-    from predictor.errors import InputError
-
-    settings = _settings(args)
-    step = parse_duration(settings.loop.step, what="--step")
+    from contracts.errors import InputError
     from predictor.models import MODELS
 
     if settings.loop.forecast_model != "auto" and settings.loop.forecast_model not in MODELS:
@@ -136,7 +126,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--source file needs --input PATH (a long CSV/Parquet history)")
     if args.input and args.source != "file":
         raise InputError("--input is only used with --source file")
-    metrics_host, metrics_port = _metrics_address(args)
+
+
+def _check_paths(args: argparse.Namespace, settings) -> None:
+    """Folders and files named on the command line, checked before anything runs."""
+    from contracts.errors import InputError
     from tidewise.paths import check_output_path, existing_registry, prepare_output_dir
 
     if args.registry:
@@ -152,49 +146,58 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--registry-key is only used with --registry DIR")
         read_key(settings.loop.registry_key_file)  # a missing or short key is a usage error now, not a refused registry later
 
-    # history source
+
+def _source(args: argparse.Namespace):  # -> HistorySource
+    import os
+
+    from contracts.errors import InputError
+
     if args.source == "file":
         from predictor.sources.files import FileSource
 
         if not os.path.exists(args.input):
             raise InputError(f"--input {args.input}: no such file")
-        source = FileSource(args.input)
-    elif args.source == "synthetic":
+        return FileSource(args.input)
+    if args.source == "synthetic":
         from predictor.sources.files import SyntheticSource
         from predictor.sources.synthetic import generate_cluster
 
-        source = SyntheticSource(generate_cluster(seed=args.seed))
-    else:
-        from predictor.sources.prometheus import PrometheusSettings, PrometheusSource
-        from tidewise.config import settings_from
+        return SyntheticSource(generate_cluster(seed=args.seed))
+    from predictor.sources.prometheus import PrometheusSettings, PrometheusSource
+    from tidewise.config import settings_from
 
-        source = PrometheusSource(settings_from(PrometheusSettings, (args.settings or {}).get("prometheus"),
-                                                "prometheus", url=args.prometheus_url))
+    return PrometheusSource(settings_from(PrometheusSettings, (args.settings or {}).get("prometheus"),
+                                          "prometheus", url=args.prometheus_url))
 
-    clock = None
+
+def _clock(args: argparse.Namespace, step):  # -> Callable[[], pd.Timestamp] | None
+    import pandas as pd
+
+    from contracts.errors import InputError
+
     if args.now:
         try:
             fixed = pd.Timestamp(args.now)
             fixed = fixed.tz_localize("UTC") if fixed.tzinfo is None else fixed.tz_convert("UTC")
         except ValueError:
             raise InputError(f"--now {args.now!r} does not parse: use ISO-8601 UTC") from None
-        clock = lambda: fixed  # noqa: E731
-    elif args.source == "prometheus":
-        clock = lambda: pd.Timestamp.now(tz="UTC").floor(step)  # noqa: E731
+        return lambda: fixed
+    if args.source == "prometheus":
+        return lambda: pd.Timestamp.now(tz="UTC").floor(step)
+    return None
 
-    # cluster and sink (the kubernetes client is imported only when the API is used)
+
+def _cluster_and_sink(args: argparse.Namespace):  # -> (Kube | None, ClusterReader, Sink)
     kube = None
     if not args.cluster_state or (args.sink == "api" and args.apply):
-        from autoscaler.kube import Kube
+        from autoscaler.kube import Kube  # the kubernetes client is imported only when the API is used
 
         kube = Kube.from_config(args.kubeconfig)
-    from autoscaler.input.cluster import ApiCluster, FileCluster
+    from autoscaler.input.cluster import ApiCluster, FileCluster, load_cluster_state
     from autoscaler.output.sinks import ApiSink, DryRunSink, FileSink
 
     cluster = FileCluster(args.cluster_state) if args.cluster_state else ApiCluster(kube)
     if args.cluster_state:
-        from autoscaler.input.cluster import load_cluster_state
-
         load_cluster_state(args.cluster_state)  # a malformed file is a usage error now, not a frozen run later
     if args.sink == "file":
         sink = FileSink(args.out)
@@ -202,63 +205,70 @@ def run(args: argparse.Namespace) -> int:
         sink = ApiSink(kube)
     else:
         sink = DryRunSink()
+    return kube, cluster, sink
 
-    from autoscaler.metrics import HealthServer, Metrics
+
+def run(args: argparse.Namespace) -> int:
+    from predictor.durations import parse_duration
+
+    settings = _settings(args)
+    step = parse_duration(settings.loop.step, what="--step")
+    _check_args(args, settings)
+    metrics_host, metrics_port = _metrics_address(args)
+    _check_paths(args, settings)
+    source = _source(args)
+    clock = _clock(args, step)
+    kube, cluster, sink = _cluster_and_sink(args)
+    from autoscaler.metrics import Metrics
     from autoscaler.routines.loop import ServingLoop
 
     metrics = Metrics()
     loop = ServingLoop(settings, source, cluster, sink, registry_dir=args.registry, clock=clock, metrics=metrics)
-
     if args.once:
-        rep = loop.run_once()
-        _print(rep, sink)
-        if args.report:
-            from predictor.atomic import write_text_atomic
+        return _once(args, loop, sink)
+    leader = kube is not None and args.sink == "api" and args.apply and not args.no_leader_election
+    return _forever(args, loop, sink, metrics, kube if leader else None, (metrics_host, metrics_port))
 
-            write_text_atomic(args.report, json.dumps(_report_dict(rep), indent=1, default=str))
-        problems = rep.problems()
-        for line in problems[:50]:
-            print(f"  not done: {line}", file=sys.stderr)
-        if len(problems) > 50:
-            print(f"  ... and {len(problems) - 50} more (each is in the log{' and --report' if args.report else ''})",
-                  file=sys.stderr)
-        return 1 if problems else 0
 
-    elector = None
-    if kube is not None and args.sink == "api" and args.apply and not args.no_leader_election:
-        from autoscaler.routines.leader import LeaderElector
+def _once(args: argparse.Namespace, loop, sink) -> int:
+    """One run: exit 1 when it fell short (frozen, a write not landed, a faulty kill switch)."""
+    rep = loop.run_once()
+    _print(rep, sink)
+    if args.report:
+        from predictor.atomic import write_text_atomic
 
-        identity = args.identity or os.environ.get("POD_NAME") or socket.gethostname()
-        elector = LeaderElector(kube, settings.loop.lease_namespace, settings.loop.lease_name, identity,
-                                settings.loop.lease_duration_seconds)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    interval = parse_duration(settings.loop.interval).total_seconds()
-    last_tick = [time.monotonic()]
+        write_text_atomic(args.report, json.dumps(_report_dict(rep), indent=1, default=str))
+    problems = rep.problems()
+    for line in problems[:50]:
+        print(f"  not done: {line}", file=sys.stderr)
+    if len(problems) > 50:
+        print(f"  ... and {len(problems) - 50} more (each is in the log{' and --report' if args.report else ''})",
+              file=sys.stderr)
+    return 1 if problems else 0
 
-    def live() -> bool:  # the loop has come round within a few intervals (backoff included)
-        return time.monotonic() - last_tick[0] < max(3 * loop.next_delay(), 3 * interval) + 60
 
-    def ready() -> bool:
-        return metrics.last_run_ok is True or (elector is not None and not elector.leading)
+def _forever(args: argparse.Namespace, loop, sink, metrics, lease_kube, address: tuple[str, int]) -> int:
+    """Until SIGTERM, with /metrics /healthz /readyz; leader election when `lease_kube` is given."""
+    from autoscaler.metrics import HealthServer
+    from autoscaler.routines.runner import Runner, leader_elector
+    from contracts.errors import InputError
 
+    elector = leader_elector(lease_kube, loop.settings.loop, args.identity) if lease_kube is not None else None
+    runner = Runner(loop, elector, lambda: metrics.last_run_ok, lambda rep: _print(rep, sink))
+    runner.stop_on_sigterm()
+    host, port = address
     server = None
-    if metrics_port:
+    if port:
         try:
-            server = HealthServer(metrics, metrics_host, metrics_port, live, ready).start()
+            server = HealthServer(metrics, host, port, runner.live, runner.ready).start()
         except OSError as exc:
-            raise InputError(f"--metrics-address {metrics_host}:{metrics_port}: cannot listen ({exc.strerror or exc}); "
+            raise InputError(f"--metrics-address {host}:{port}: cannot listen ({exc.strerror or exc}); "
                              f"use a free port and an address of this machine") from None
-    print(f"tidewise serve: every {settings.loop.interval}, sink {sink.name}"
+    print(f"tidewise serve: every {loop.settings.loop.interval}, sink {sink.name}"
           f"{' (dry-run)' if sink.name == 'dry-run' else ''}, "
-          f"metrics on {f'{metrics_host}:{server.port}' if server else 'off'}", file=sys.stderr)
+          f"metrics on {f'{host}:{server.port}' if server else 'off'}", file=sys.stderr)
     try:
-        while not stop.is_set():
-            last_tick[0] = time.monotonic()
-            if elector is None or elector.try_acquire():
-                rep = loop.run_once()
-                _print(rep, sink)
-            stop.wait(loop.next_delay() if elector is None or elector.leading else min(interval, 5.0))
+        runner.run()
     finally:
         if server:
             server.stop()

@@ -58,7 +58,7 @@ def load_source_history(args: argparse.Namespace, step):
     import pandas as pd
 
     from predictor.durations import parse_duration
-    from predictor.errors import InputError
+    from contracts.errors import InputError
 
     if args.source == "file":
         from predictor.history import load_history
@@ -85,7 +85,7 @@ def load_source_history(args: argparse.Namespace, step):
 
 def train_once(args: argparse.Namespace) -> int:
     from predictor.durations import parse_duration
-    from predictor.errors import InputError
+    from contracts.errors import InputError
     from tidewise.commands.forecast import parse_quantiles
     from tidewise.progress import progress
     from training.pipeline import TrainSettings, train
@@ -122,7 +122,7 @@ def train_once(args: argparse.Namespace) -> int:
         try:
             client = Client(args.dask_scheduler, timeout="10s")
         except OSError as exc:
-            from predictor.errors import SourceError
+            from contracts.errors import SourceError
 
             raise SourceError(f"--dask-scheduler {args.dask_scheduler}: cannot connect ({exc})") from None
     t = time.perf_counter()
@@ -144,20 +144,9 @@ def train_once(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if not args.every:
         return train_once(args)
-    import logging
-
     from predictor.durations import parse_duration
-    from predictor.errors import TidewiseError
+    from training.schedule import run_every
 
     period = parse_duration(args.every, what="--every").total_seconds()
-    log = logging.getLogger("tidewise.train")
-    while True:
-        started = time.monotonic()
-        try:
-            train_once(args)
-        except TidewiseError as exc:  # a failed run keeps the last good version; try again next time
-            log.error("training run failed: %s", exc)
-            print(f"tidewise train: run failed: {exc}; the registry keeps its last good version", file=sys.stderr)
-        wait = max(0.0, period - (time.monotonic() - started))
-        print(f"next training run in {wait / 3600:.1f} h", file=sys.stderr, flush=True)
-        time.sleep(wait)
+    run_every(period, lambda: train_once(args), say=lambda line: print(line, file=sys.stderr, flush=True))
+    return 0

@@ -1,0 +1,183 @@
+"""Typed views of the cluster objects a decision reads (VPA, HPA, Node, Pod), and where each
+workload's series are.
+
+The snapshot keeps objects as plain API dicts (`model/cluster.py`); these views are the one place
+that knows their field paths, so the decisions in `autoscaler/logic/` read names and numbers, not
+dicts. Parsing is lazy: a malformed part fails only the decision that reads it (one bad object is
+skipped, never the run).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from autoscaler.model.cluster import Obj, container_requests, meta
+from autoscaler.quantity import to_units
+from predictor.history import History
+from predictor.types import SeriesKey
+
+WorkloadKey = tuple[str, str, str]  # (namespace, kind, name)
+
+
+def _ref_key(namespace: str, ref: Any) -> WorkloadKey | None:
+    return (namespace, ref.get("kind", ""), ref.get("name", "")) if isinstance(ref, dict) else None
+
+
+@dataclass(frozen=True)
+class VpaView:
+    """A VerticalPodAutoscaler: who serves it, what it targets, what its status publishes."""
+
+    obj: Obj
+
+    @property
+    def namespace(self) -> str:
+        return str(meta(self.obj).get("namespace", "default"))
+
+    @property
+    def name(self) -> str:
+        return str(meta(self.obj)["name"])
+
+    @property
+    def key(self) -> str:
+        return f"VerticalPodAutoscaler/{self.namespace}/{self.name}"
+
+    def recommenders(self) -> list[Any]:
+        """spec.recommenders[].name (empty: the stock recommender serves it)."""
+        spec = self.obj.get("spec")
+        recs = spec.get("recommenders") if isinstance(spec, dict) else None
+        return [r.get("name") for r in recs if isinstance(r, dict)] if isinstance(recs, list) else []
+
+    def target_ref(self) -> tuple[str | None, str | None]:
+        """(kind, name) of spec.targetRef, None where missing."""
+        ref = (self.obj.get("spec") or {}).get("targetRef") or {}
+        return ref.get("kind"), ref.get("name")
+
+    def workload_key(self) -> WorkloadKey | None:
+        """The workload whose series the forecast step must cover (None: no usable targetRef)."""
+        return _ref_key(self.namespace, (self.obj.get("spec") or {}).get("targetRef"))
+
+    def published(self) -> dict[tuple[str, str], int]:
+        """(container, resource) -> target its status.recommendation shows, in units (unparsable
+        quantities are left out: they are rewritten)."""
+        out: dict[tuple[str, str], int] = {}
+        recs = ((self.obj.get("status") or {}).get("recommendation") or {}).get("containerRecommendations") or []
+        for r in recs:
+            for res, q in (r.get("target") or {}).items():
+                try:
+                    out[(r.get("containerName"), res)] = to_units(res, q)
+                except ValueError:
+                    pass
+        return out
+
+
+@dataclass(frozen=True)
+class HpaView:
+    """A HorizontalPodAutoscaler (autoscaling/v2)."""
+
+    obj: Obj
+
+    @property
+    def namespace(self) -> str:
+        return str(meta(self.obj).get("namespace", "default"))
+
+    @property
+    def name(self) -> str:
+        return str(meta(self.obj).get("name"))
+
+    def annotation(self, key: str) -> str | None:
+        return (meta(self.obj).get("annotations") or {}).get(key)
+
+    def workload_key(self) -> WorkloadKey | None:
+        spec = self.obj.get("spec")
+        return _ref_key(self.namespace, spec.get("scaleTargetRef") if isinstance(spec, dict) else None)
+
+
+@dataclass(frozen=True)
+class PodView:
+    """A pod as the node plan reads it: its QoS annotation and its requests."""
+
+    obj: Obj
+
+    @property
+    def label(self) -> str:
+        m = meta(self.obj)
+        return f"{m.get('namespace')}/{m.get('name')}"
+
+    @property
+    def annotations(self) -> Mapping[str, str] | None:
+        return meta(self.obj).get("annotations")
+
+    def qos(self, annotation: str) -> str:
+        return (self.annotations or {}).get(annotation, "shared_cores")
+
+    def requests(self) -> tuple[int, int]:
+        """(millicpu, bytes) the pod's containers request in total."""
+        cpu = mem = 0
+        for c in (self.obj.get("spec") or {}).get("containers") or []:
+            req = (c.get("resources") or {}).get("requests") or {}
+            cpu += to_units("cpu", req["cpu"]) if "cpu" in req else 0
+            mem += to_units("memory", req["memory"]) if "memory" in req else 0
+        return cpu, mem
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """A Node: its allocatable resources and NUMA count."""
+
+    obj: Obj
+
+    @property
+    def name(self) -> str:
+        return str(meta(self.obj)["name"])
+
+    @property
+    def annotations(self) -> Mapping[str, str] | None:
+        return meta(self.obj).get("annotations")
+
+    def allocatable(self) -> tuple[int, int]:
+        """(millicpu, bytes) of status.allocatable; ValueError when either is missing."""
+        alloc = (self.obj.get("status") or {}).get("allocatable") or {}
+        if "cpu" not in alloc or "memory" not in alloc:
+            raise ValueError("status.allocatable has no cpu or memory")
+        return to_units("cpu", alloc["cpu"]), to_units("memory", alloc["memory"])
+
+    def numa_nodes(self, annotation: str) -> int:
+        """NUMA node count from the annotation; 0 when unknown or not an integer."""
+        try:
+            return int((self.annotations or {}).get(annotation))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return 0
+
+
+def pod_template_requests(workload: Obj) -> dict[str, int]:
+    """resource -> the pod template's total cpu/memory request, in units."""
+    out: dict[str, int] = {}
+    for r in container_requests(workload).values():
+        for res, q in r.items():
+            if res in ("cpu", "memory"):
+                out[res] = out.get(res, 0) + to_units(res, q)
+    return out
+
+
+@dataclass
+class WorkloadSeries:
+    """Where a workload's series are: container -> resource -> series id."""
+
+    by_container: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def ids(self, resource: str) -> list[str]:
+        """The series of `resource`, one per container that has one."""
+        return [x for x in (c.get(resource) for c in self.by_container.values()) if x]
+
+
+def index_series(history: History) -> dict[WorkloadKey, WorkloadSeries]:
+    """(namespace, kind, name) -> its series; ids that are not SeriesKeys are ignored."""
+    out: dict[WorkloadKey, WorkloadSeries] = {}
+    for sid in history.series:
+        try:
+            k = SeriesKey.parse(sid)
+        except ValueError:
+            continue
+        out.setdefault((k.namespace, k.kind, k.name), WorkloadSeries()).by_container \
+            .setdefault(k.container, {})[k.resource] = sid
+    return out
