@@ -47,10 +47,10 @@ def _pods_200():
 
 
 def bench_plan(quick: bool) -> dict:
-    from node_enforcer.policy.plan import plan
+    from contracts.reclaim import NumaReclaim, ReclaimPlan
     from node_enforcer.collect.qos import QosResolver
     from node_enforcer.collect.topology import read_topology
-    from predictor.types import NumaReclaim, ReclaimPlan
+    from node_enforcer.policy.plan import plan
 
     topo = read_topology(FOUR_NUMA)
     pods = _pods_200()
@@ -94,13 +94,13 @@ def _pods_50_objs(node: str) -> list[dict]:
 
 def bench_reconcile_and_rss(quick: bool) -> dict:
     from node_enforcer.agent import Agent
-    from node_enforcer.policy.allocation import PolicySettings
-    from node_enforcer.settings import EnforcerSettings
-    from node_enforcer.enforce.evictor import Evictor
-    from node_enforcer.policy.eviction import EvictionSettings
     from node_enforcer.collect.pods import pods_from_objects, read_pods_file
     from node_enforcer.collect.topology import read_topology
+    from node_enforcer.enforce.evictor import Evictor
     from node_enforcer.enforce.files import HostFiles
+    from node_enforcer.policy.allocation import PolicySettings
+    from node_enforcer.policy.eviction import EvictionSettings
+    from node_enforcer.settings import EnforcerSettings
     from node_enforcer.testing.realcgroups import RealTree
 
     out: dict = {}

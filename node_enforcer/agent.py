@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence, TypeVar
 
+from contracts.errors import TidewiseError
+from contracts.reclaim import ReclaimPlan
 from node_enforcer.collect.pressure import read_pressure
 from node_enforcer.collect.qos import QosResolver
 from node_enforcer.enforce.apply import EnforceReport, enforce
@@ -23,11 +25,10 @@ from node_enforcer.enforce.files import FilePort
 from node_enforcer.model.pod import Pod
 from node_enforcer.model.pressure import Pressure
 from node_enforcer.model.topology import Topology
-from node_enforcer.policy.allocation import CpuAllocation, ReclaimLike
+from node_enforcer.policy.allocation import CpuAllocation
 from node_enforcer.policy.eviction import triggers
 from node_enforcer.policy.plan import plan
 from node_enforcer.settings import EnforcerSettings
-from predictor.errors import TidewiseError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -52,7 +53,7 @@ class ReconcileResult:
 
 class Agent:
     def __init__(self, settings: EnforcerSettings, topology: Topology, list_pods: Callable[[], Sequence[Pod]],
-                 driver: CgroupDriver, files: FilePort, reclaim: Callable[[], ReclaimLike | None] = lambda: None,
+                 driver: CgroupDriver, files: FilePort, reclaim: Callable[[], ReclaimPlan | None] = lambda: None,
                  evictor: Evictor | None = None, read_pressure_fn: Callable[[], Pressure] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.s, self.topology, self.list_pods, self.driver, self.files = settings, topology, list_pods, driver, files

@@ -1,8 +1,8 @@
 """The node agent's own thin wrapper over the official `kubernetes` client: list this node's pods,
 read its own Node's annotations (the reclaim plan) and evict a pod through the Eviction API. Nothing else in `node_enforcer` touches the client, and
 `kubernetes` is imported only when a `KubeApi` is made (the agent with `--pods-from file` never
-loads it). Errors map to a small tree: NotFound, Conflict, TooManyRequests (a PodDisruptionBudget
-refused the eviction), Forbidden.
+loads it). Errors map to the small tree of `contracts.kube_errors`: NotFound, Conflict, TooManyRequests (a
+PodDisruptionBudget refused the eviction), Forbidden.
 """
 from __future__ import annotations
 
@@ -10,34 +10,11 @@ import json
 import logging
 from typing import Any
 
+from contracts.kube_errors import KubeError, error_for_status
 from node_enforcer.collect.pods import pods_from_objects
 from node_enforcer.model.pod import Pod
-from predictor.errors import TidewiseError
 
 log = logging.getLogger(__name__)
-
-
-class KubeError(TidewiseError):
-    status = 0
-
-
-class NotFound(KubeError):
-    status = 404
-
-
-class Conflict(KubeError):
-    status = 409
-
-
-class TooManyRequests(KubeError):
-    status = 429
-
-
-class Forbidden(KubeError):
-    status = 403
-
-
-_BY_STATUS = {c.status: c for c in (NotFound, Conflict, TooManyRequests, Forbidden)}
 
 
 def _mapped(exc: Exception, what: str) -> KubeError:
@@ -49,7 +26,7 @@ def _mapped(exc: Exception, what: str) -> KubeError:
             reason = json.loads(body).get("message") or reason
         except (ValueError, AttributeError):
             pass
-    return _BY_STATUS.get(status, KubeError)(f"{what}: {status or ''} {reason}".strip())
+    return error_for_status(status, f"{what}: {status or ''} {reason}".strip())
 
 
 class KubeApi:

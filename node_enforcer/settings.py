@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
+from contracts.errors import InputError
 from node_enforcer.policy.allocation import PolicySettings
 from node_enforcer.policy.eviction import EvictionSettings
-from predictor.errors import InputError
 
 
 @dataclass(frozen=True)

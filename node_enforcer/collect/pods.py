@@ -9,40 +9,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from typing import Any, Callable, Mapping
 
+from contracts.errors import InputError, TidewiseError
+from contracts.quantity import parse_cpu_millis, parse_memory_bytes
 from node_enforcer.model.pod import Container, Pod
-from predictor.errors import InputError, TidewiseError
 
 log = logging.getLogger(__name__)
-
-_MEM_SUFFIX = {
-    "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-}
-_QUANTITY = re.compile(r"^([+]?[0-9.]+(?:[eE][+-]?\d+)?)(m|u|n|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-
-
-def parse_cpu_millis(value: Any) -> int:
-    """Kubernetes CPU quantity -> millicpu, rounded up: `500m` -> 500, `1.5` -> 1500, `2` -> 2000."""
-    m = _QUANTITY.match(str(value).strip())
-    if not m:
-        raise ValueError(f"CPU quantity {value!r} does not parse (use 500m, 1, 1.5)")
-    number, suffix = float(m.group(1)), m.group(2) or ""
-    scale = {"": 1000.0, "m": 1.0, "u": 1e-3, "n": 1e-6}.get(suffix)
-    if scale is None:
-        raise ValueError(f"CPU quantity {value!r}: suffix {suffix!r} is not a CPU unit")
-    return int(-(-number * scale // 1))
-
-
-def parse_memory_bytes(value: Any) -> int:
-    """Kubernetes memory quantity -> bytes: `512Mi`, `1G`, `1e9`, `1000`."""
-    m = _QUANTITY.match(str(value).strip())
-    if not m or (m.group(2) or "") not in _MEM_SUFFIX:
-        raise ValueError(f"memory quantity {value!r} does not parse (use 512Mi, 1Gi, 1G)")
-    return int(float(m.group(1)) * _MEM_SUFFIX[m.group(2) or ""])
-
 
 def _k8s_qos(containers: list[Container]) -> str:
     """The kubelet's QoS class, for pods whose status does not carry it yet."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 import os
 import re
 
+from contracts.errors import InputError
 from node_enforcer.model.topology import Core, Topology, parse_cpulist
-from predictor.errors import InputError
 
 
 def _read(path: str) -> str:

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from node_enforcer.enforce.cgroups import Desired, CgroupDriver
-from node_enforcer.model.pod import Pod
-from node_enforcer.policy.allocation import CpuAllocation
-from node_enforcer.model.topology import format_cpulist, parse_cpulist
 from node_enforcer.enforce.files import Change, FilePort
+from node_enforcer.model.pod import Pod
+from node_enforcer.model.topology import format_cpulist, parse_cpulist
+from node_enforcer.policy.allocation import CpuAllocation
 
 log = logging.getLogger(__name__)
 

@@ -26,10 +26,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from node_enforcer.model.pod import Pod
-from node_enforcer.policy.allocation import CFS_PERIOD_US, PodAllocation
-from node_enforcer.model.topology import format_cpulist, parse_cpulist
 from node_enforcer.enforce.files import PAGE, FilePort
+from node_enforcer.model.pod import Pod
+from node_enforcer.model.topology import format_cpulist, parse_cpulist
+from node_enforcer.policy.allocation import CFS_PERIOD_US, PodAllocation
 
 CONVENTIONS = ("cgroupfs", "systemd")
 V1_CONTROLLERS = ("cpuset", "cpu", "memory")

@@ -9,6 +9,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Mapping, Protocol, Sequence
 
+from contracts.kube_errors import KubeError
 from node_enforcer.model.pod import Pod
 from node_enforcer.model.pressure import Pressure
 from node_enforcer.policy.allocation import CpuAllocation
@@ -57,8 +58,6 @@ class Evictor:
 
     def run(self, p: Pressure, pods: Sequence[Pod], allocation: CpuAllocation,
             usage: Mapping[str, int]) -> list[Eviction]:
-        from node_enforcer.kube import KubeError
-
         done = []
         for pod, reason in choose_victims(p, pods, allocation, usage, self.s):
             if not self.limiter.allow():

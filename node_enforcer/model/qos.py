@@ -10,28 +10,17 @@ enhancements, and the problem is carried in the plan (`collect.qos.QosResolver` 
 """
 from __future__ import annotations
 
-import enum
 import json
 import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from contracts.qos import CPU_ENHANCEMENT, ENHANCEMENT_KEYS, MEMORY_ENHANCEMENT, QOS_ANNOTATION, QosLevel
 from node_enforcer.model.pod import Pod
 
 
-QOS_ANNOTATION = "katalyst.kubewharf.io/qos_level"
-CPU_ENHANCEMENT = "katalyst.kubewharf.io/cpu_enhancement"
-MEMORY_ENHANCEMENT = "katalyst.kubewharf.io/memory_enhancement"
-ENHANCEMENT_KEYS = ("numa_binding", "numa_exclusive", "cpuset_pool", "oom_priority")
 OOM_PRIORITY_RANGE = (-1000, 1000)  # mapped onto oom_score_adj's own range
 _POOL_NAME = re.compile(r"^[a-z0-9]([a-z0-9_-]{0,30}[a-z0-9])?$")
-
-
-class QosLevel(str, enum.Enum):
-    SYSTEM = "system_cores"
-    DEDICATED = "dedicated_cores"
-    SHARED = "shared_cores"
-    RECLAIMED = "reclaimed_cores"
 
 
 @dataclass(frozen=True)

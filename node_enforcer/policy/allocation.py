@@ -3,30 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping
 
 from node_enforcer.model.topology import format_cpulist
 
 CFS_PERIOD_US = 100_000  # the kernel's default CFS period; quotas are written against it
 RECLAIMED_CPU_WEIGHT = 1  # v2 cpu.weight minimum (v1 cpu.shares 2): online work always wins
 OOM_SCORE_ADJ_MIN = -998  # -1000 would make a process unkillable; the kubelet uses -997/-998 too
-
-
-class ReclaimLike(Protocol):
-    """The fields of `predictor.types.ReclaimPlan` that the policy reads (read-only, so that the
-    agent's frozen `reclaim.ReclaimInput` satisfies it too)."""
-
-    @property
-    def reclaimed_millicpu(self) -> int: ...
-
-    @property
-    def reclaimed_memory_bytes(self) -> int: ...
-
-    @property
-    def shared_demand_millicpu(self) -> int | None: ...
-
-    @property
-    def numa(self) -> Mapping[int, Any]: ...  # node -> object with `millicpu` and `memory_bytes`
 
 
 @dataclass(frozen=True)

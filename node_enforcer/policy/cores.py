@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 from typing import Iterable, Mapping, Sequence
 
+from contracts.reclaim import ReclaimPlan
 from node_enforcer.model.pod import Pod
 from node_enforcer.model.qos import QosSpec
 from node_enforcer.model.topology import Core, Topology
-from node_enforcer.policy.allocation import PolicySettings, ReclaimLike
+from node_enforcer.policy.allocation import PolicySettings
 
 
 def _threads(cores: Iterable[Core]) -> frozenset[int]:
@@ -93,7 +94,7 @@ class CorePlanner:
                           f"{self.s.min_share_cpus} for shared pods")
         return self.take(chosen), ""
 
-    def reclaim(self, demand_millis: int, reclaim: ReclaimLike | None) -> tuple[frozenset[int], frozenset[int]]:
+    def reclaim(self, demand_millis: int, reclaim: ReclaimPlan | None) -> tuple[frozenset[int], frozenset[int]]:
         """Split the free cores into (share, reclaim)."""
         s, tpc, free = self.s, self.tpc, list(self.free)
         share_threads = max(math.ceil(demand_millis * (1 + s.share_headroom) / 1000), s.min_share_cpus, 0)
@@ -108,7 +109,7 @@ class CorePlanner:
         n = min(max(want, floor), len(free))
         quota: dict[int, int] | None = None
         if reclaim is not None and reclaim.numa:
-            quota = {int(k): int(getattr(v, "millicpu", 0)) // 1000 // tpc for k, v in reclaim.numa.items()}
+            quota = {int(k): int(v.millicpu) // 1000 // tpc for k, v in reclaim.numa.items()}
         chosen: list[Core] = []
         by_node = {node: [c for c in free if c.numa == node] for node in self.topo.numa_nodes}
         while len(chosen) < n:

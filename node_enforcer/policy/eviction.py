@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from contracts.qos import QosLevel
 from node_enforcer.model.pod import Pod
 from node_enforcer.model.pressure import Pressure
-from node_enforcer.model.qos import QosLevel
 from node_enforcer.policy.allocation import CpuAllocation
 
 MiB = 2**20

@@ -20,11 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from contracts.qos import QosLevel
+from contracts.reclaim import ReclaimPlan
 from node_enforcer.model.pod import Pod
-from node_enforcer.model.qos import QosLevel, QosSource, QosSpec, parse_qos
+from node_enforcer.model.qos import QosSource, QosSpec, parse_qos
 from node_enforcer.model.topology import Topology
 from node_enforcer.policy.allocation import (OOM_SCORE_ADJ_MIN, RECLAIMED_CPU_WEIGHT, CpuAllocation, PodAllocation,
-                                             PolicySettings, ReclaimLike, Refusal)
+                                             PolicySettings, Refusal)
 from node_enforcer.policy.cores import CorePlanner, named_share_pools
 
 
@@ -82,7 +84,7 @@ def _dedicated(planner: CorePlanner, ordered: Sequence[Pod], specs: Mapping[str,
 
 
 def _carve(topology: Topology, s: PolicySettings, planner: CorePlanner, ordered: Sequence[Pod],
-           specs: Mapping[str, QosSpec], reclaim: ReclaimLike | None, previous: Mapping[str, frozenset[int]],
+           specs: Mapping[str, QosSpec], reclaim: ReclaimPlan | None, previous: Mapping[str, frozenset[int]],
            ) -> tuple[_Pools, list[Refusal], list[str]]:
     """Reserve, dedicated, share/reclaim and named pools, in that order; (pools, refusals, notes)."""
     reserve = planner.reserve()
@@ -171,7 +173,7 @@ def _place(pod: Pod, spec: QosSpec, pools: _Pools, topology: Topology, s: Policy
 def plan(
     topology: Topology,
     pods: Sequence[Pod],
-    reclaim: ReclaimLike | None = None,
+    reclaim: ReclaimPlan | None = None,
     settings: PolicySettings | None = None,
     previous: Mapping[str, frozenset[int]] | None = None,
     resolver: QosSource | None = None,

@@ -11,7 +11,7 @@ import pytest
 from autoscaler.logic.reclaim import numa_zone, plan_node, proportional
 from autoscaler.output.objects import PLAN_ANNOTATION, node_change, plan_document
 from autoscaler.settings import ReclaimSettings
-from node_enforcer.collect.reclaim import plan_from_annotation, zero_plan
+from contracts.reclaim import plan_from_annotation, zero_plan
 from predictor.errors import InputError
 
 GIB = 2**30

@@ -13,17 +13,17 @@ import time
 
 import pytest
 
+from contracts.reclaim import ReclaimPlan
 from node_enforcer.agent import Agent
-from node_enforcer.settings import EnforcerSettings
+from node_enforcer.collect.topology import read_topology
 from node_enforcer.enforce.apply import enforce
+from node_enforcer.enforce.files import DryRunFiles, HostFiles
 from node_enforcer.policy.allocation import PolicySettings
 from node_enforcer.policy.plan import plan
-from node_enforcer.collect.topology import read_topology
-from node_enforcer.enforce.files import DryRunFiles, HostFiles
-from predictor.types import ReclaimPlan
-from tests.node_enforcer.conftest import make_pod
-from node_enforcer.testing.realcgroups import V1_ROOT, CgroupsNotWritable, RealTree, leftovers
+from node_enforcer.settings import EnforcerSettings
 from node_enforcer.testing import realcgroups as rc
+from node_enforcer.testing.realcgroups import V1_ROOT, CgroupsNotWritable, RealTree, leftovers
+from tests.node_enforcer.conftest import make_pod
 from tests.node_enforcer.conftest import ROOT
 
 pytestmark = pytest.mark.integration

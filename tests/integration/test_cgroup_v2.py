@@ -12,15 +12,15 @@ import subprocess
 
 import pytest
 
-from node_enforcer.enforce.apply import enforce
 from node_enforcer.collect.pressure import read_pressure
+from node_enforcer.collect.topology import read_topology
+from node_enforcer.enforce.apply import enforce
+from node_enforcer.enforce.files import HostFiles
 from node_enforcer.policy.allocation import PolicySettings
 from node_enforcer.policy.plan import plan
-from node_enforcer.collect.topology import read_topology
-from node_enforcer.enforce.files import HostFiles
-from tests.node_enforcer.conftest import make_pod
-from node_enforcer.testing.realcgroups import V2_ROOT, CgroupsNotWritable, RealTree, leftovers
 from node_enforcer.testing import realcgroups as rc
+from node_enforcer.testing.realcgroups import V2_ROOT, CgroupsNotWritable, RealTree, leftovers
+from tests.node_enforcer.conftest import make_pod
 
 pytestmark = pytest.mark.integration
 

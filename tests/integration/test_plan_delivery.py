@@ -20,18 +20,19 @@ import pandas as pd
 import pytest
 import yaml
 
-from studies.demo import cluster_objects
 from autoscaler.output.objects import PLAN_ANNOTATION, PLAN_SCHEMA
+from contracts import reclaim as shared_plan
 from node_enforcer.collect import reclaim as agent_reclaim
 from node_enforcer.collect.pods import pod_from_object
 from node_enforcer.collect.topology import read_topology
+from node_enforcer.testing.realcgroups import CgroupsNotWritable, RealTree, leftovers
 from predictor.history import write_long
 from predictor.sources.synthetic import generate_cluster
+from studies.demo import cluster_objects
 from tests.autoscaler.conftest import validate_object
 from tests.autoscaler.fake_apiserver import FakeApiServer
 from tests.conftest import run_cli, write_kubeconfig
 from tests.node_enforcer.conftest import make_pod_obj
-from node_enforcer.testing.realcgroups import CgroupsNotWritable, RealTree, leftovers
 
 pytestmark = pytest.mark.integration
 GIB, MIB = 2**30, 2**20
@@ -119,7 +120,7 @@ def test_serve_publishes_per_numa_plans_that_enforce_applies_to_real_cgroups(tre
 
         # per NUMA from usage: zone 1 holds the bound 2-core pod, the unbound 1-core pod is spread
         numa_plan = _plan(fake, NUMA)
-        assert numa_plan["schema"] == PLAN_SCHEMA == agent_reclaim.PLAN_SCHEMA
+        assert numa_plan["schema"] == PLAN_SCHEMA == shared_plan.PLAN_SCHEMA  # one schema, in contracts
         assert PLAN_ANNOTATION == agent_reclaim.PLAN_ANNOTATION
         zone_alloc, zone_reserved, zone_margin = 4000, 500, 200  # 8 cores / 2; 1000m reserve / 2; 5%
         want = {"0": zone_alloc - zone_reserved - 500 - zone_margin,  # 2800m

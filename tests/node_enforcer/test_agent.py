@@ -2,16 +2,16 @@ import datetime as dt
 import json
 import os
 
+from contracts.reclaim import ReclaimPlan
 from node_enforcer.agent import Agent
 from node_enforcer.collect.reclaim import reclaim_loader
-from node_enforcer.settings import EnforcerSettings
 from node_enforcer.enforce.cgroups import V2Driver
 from node_enforcer.enforce.evictor import Evictor
+from node_enforcer.enforce.files import DryRunFiles, HostFiles
 from node_enforcer.model.pressure import Pressure
 from node_enforcer.policy.eviction import EvictionSettings
-from node_enforcer.enforce.files import DryRunFiles, HostFiles
+from node_enforcer.settings import EnforcerSettings
 from predictor.errors import TidewiseError
-from predictor.types import ReclaimPlan
 from tests.node_enforcer.conftest import make_pod
 from tests.node_enforcer.test_cgroups import v2_tree
 

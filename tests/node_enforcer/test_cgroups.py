@@ -4,12 +4,12 @@ import os
 
 import pytest
 
-from node_enforcer.enforce.cgroups import V1Driver, V2Driver, container_id_of, detect_version, make_driver, pod_cgroup
+from contracts.reclaim import ReclaimPlan
 from node_enforcer.enforce.apply import enforce
+from node_enforcer.enforce.cgroups import V1Driver, V2Driver, container_id_of, detect_version, make_driver, pod_cgroup
+from node_enforcer.enforce.files import DryRunFiles, HostFiles, MemoryFiles, normalise
 from node_enforcer.policy.allocation import PolicySettings
 from node_enforcer.policy.plan import plan
-from node_enforcer.enforce.files import DryRunFiles, HostFiles, MemoryFiles, normalise
-from predictor.types import ReclaimPlan
 from tests.node_enforcer.conftest import make_pod
 
 UID = "0a1b2c3d-0000-4000-8000-000000000001"

@@ -3,11 +3,11 @@ import os
 
 import pytest
 
+from node_enforcer.enforce.apply import enforce
 from node_enforcer.enforce.cgroups import V2Driver
 from node_enforcer.enforce.checkpoint import CheckpointError, load_checkpoint, restore, save_checkpoint
-from node_enforcer.enforce.apply import enforce
-from node_enforcer.policy.plan import plan
 from node_enforcer.enforce.files import HostFiles
+from node_enforcer.policy.plan import plan
 from tests.node_enforcer.conftest import make_pod
 from tests.node_enforcer.test_cgroups import v2_tree
 
@@ -141,8 +141,8 @@ def test_the_agent_repairs_a_corrupted_checkpoint_on_its_next_pass(tmp_path, two
 ])
 def test_an_unusable_checkpoint_path_stops_the_agent_before_any_cgroup_write(tmp_path, two_socket, make, message):
     from node_enforcer.agent import Agent
-    from node_enforcer.settings import EnforcerSettings
     from node_enforcer.enforce.files import HostFiles
+    from node_enforcer.settings import EnforcerSettings
 
     pods = [make_pod("db", DED, cpu="4"), make_pod("web", cpu="2")]
     cg = str(tmp_path / "cg")

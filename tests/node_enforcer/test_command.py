@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
+from tests.conftest import write_kubeconfig
 from tests.node_enforcer.conftest import MIXED_PODS, RECLAIM_PLAN, ROOT, TWO_SOCKET
 from tidewise.cli import main
-from tests.conftest import write_kubeconfig
 
 
 @pytest.fixture

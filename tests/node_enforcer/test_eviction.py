@@ -2,14 +2,15 @@ import logging
 
 import kubernetes_validate
 
+from contracts.kube_errors import TooManyRequests
 from node_enforcer.collect.pressure import read_pressure
 from node_enforcer.enforce.evictor import Evictor, RateLimiter
+from node_enforcer.kube import KubeApi
 from node_enforcer.model.pressure import Pressure
 from node_enforcer.policy.eviction import EvictionSettings, choose_victims, triggers
-from node_enforcer.kube import KubeApi, TooManyRequests
 from node_enforcer.policy.plan import plan
-from tests.node_enforcer.conftest import make_pod, make_pod_obj
 from node_enforcer.testing.fake_api import FakeApi
+from tests.node_enforcer.conftest import make_pod, make_pod_obj
 
 GiB = 2**30
 CALM = Pressure(64 * GiB, 32 * GiB, 0.0)

@@ -1,8 +1,9 @@
 import pytest
 
-from node_enforcer.kube import Forbidden, KubeApi, KubeError, NotFound, TooManyRequests
-from tests.node_enforcer.conftest import make_pod_obj
+from contracts.kube_errors import Forbidden, KubeError, NotFound, TooManyRequests
+from node_enforcer.kube import KubeApi
 from node_enforcer.testing.fake_api import FakeApi
+from tests.node_enforcer.conftest import make_pod_obj
 
 
 def test_list_node_pods_uses_the_field_selector():

@@ -3,10 +3,11 @@ import logging
 
 import pytest
 
-from node_enforcer.collect.pods import KubeletPods, parse_cpu_millis, parse_memory_bytes, pod_from_object, pods_from_objects, read_pods_file
+from contracts.quantity import parse_cpu_millis, parse_memory_bytes
+from node_enforcer.collect.pods import KubeletPods, pod_from_object, pods_from_objects, read_pods_file
+from node_enforcer.testing.fake_api import FakeApi
 from predictor.errors import InputError, TidewiseError
 from tests.node_enforcer.conftest import MIXED_PODS, make_pod_obj
-from node_enforcer.testing.fake_api import FakeApi
 
 
 @pytest.mark.parametrize("q,m", [("500m", 500), ("1", 1000), ("1.5", 1500), ("0.1", 100), ("250000u", 250),

@@ -5,13 +5,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contracts.reclaim import plan_from_dict
+from contracts.reclaim import NumaReclaim, ReclaimPlan
+from node_enforcer.collect.pods import read_pods_file
+from node_enforcer.collect.reclaim import load_reclaim_plan
+from node_enforcer.collect.topology import read_topology
+from node_enforcer.model.topology import parse_cpulist as cl
 from node_enforcer.policy.allocation import PolicySettings
 from node_enforcer.policy.plan import plan
-from node_enforcer.collect.pods import read_pods_file
-from node_enforcer.collect.reclaim import load_reclaim_plan, reclaim_from_dict
-from node_enforcer.model.topology import parse_cpulist as cl
-from node_enforcer.collect.topology import read_topology
-from predictor.types import NumaReclaim, ReclaimPlan
 from tests.node_enforcer.conftest import FOUR_NUMA, MIXED_PODS, RECLAIM_PLAN, make_pod
 
 DED = "dedicated_cores"
@@ -175,7 +176,7 @@ def test_bad_reclaim_plan_is_an_input_error(bad):
     from predictor.errors import InputError
 
     with pytest.raises(InputError, match="reclaim plan"):
-        reclaim_from_dict(bad)
+        plan_from_dict(bad)
 
 
 def test_reclaimed_limits(two_socket):

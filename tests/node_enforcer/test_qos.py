@@ -5,8 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contracts.qos import CPU_ENHANCEMENT, MEMORY_ENHANCEMENT, QOS_ANNOTATION, QosLevel
 from node_enforcer.collect.qos import QosResolver
-from node_enforcer.model.qos import CPU_ENHANCEMENT, MEMORY_ENHANCEMENT, QOS_ANNOTATION, QosLevel, parse_qos
+from node_enforcer.model.qos import parse_qos
 from tests.node_enforcer.conftest import make_pod
 
 
@@ -110,8 +111,8 @@ def test_any_annotation_never_crashes_and_problems_mean_shared(level, cpu, mem):
 @settings(max_examples=100, deadline=None)
 @given(level=levels, cpu=st.none() | enhancement)
 def test_policy_never_crashes_on_any_annotation(level, cpu):
-    from node_enforcer.policy.plan import plan
     from node_enforcer.collect.topology import read_topology
+    from node_enforcer.policy.plan import plan
     from tests.node_enforcer.conftest import TWO_SOCKET
 
     topo = _TOPO.get("t") or _TOPO.setdefault("t", read_topology(TWO_SOCKET))

@@ -4,16 +4,12 @@ import yaml
 
 from node_enforcer.policy.allocation import PolicySettings
 from node_enforcer.policy.eviction import EvictionSettings
-from node_enforcer.settings import EnforcerSettings, nest_section
 from predictor.errors import InputError
-from tidewise.config import settings_from
+from tidewise.commands.enforce import read_settings
 
 
 def _read(section, evict=None):
-    nested = nest_section(section, evict=evict)
-    return settings_from(EnforcerSettings, {k: v for k, v in nested.items() if k not in ("policy", "eviction")},
-                         "enforcer", policy=settings_from(PolicySettings, nested.get("policy"), "enforcer.policy"),
-                         eviction=settings_from(EvictionSettings, nested.get("eviction"), "enforcer.eviction"))
+    return read_settings(section, evict=evict)
 
 
 def test_flat_keys_of_older_files_and_nested_keys_read_the_same():

@@ -6,10 +6,11 @@ import dataclasses
 import json
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from node_enforcer.agent import ReconcileResult
+    from node_enforcer.settings import EnforcerSettings
 
 HELP = """\
 Turn this node's pods (Katalyst QoS annotations) and the reclaim plan into cgroup settings:
@@ -94,6 +95,21 @@ def render(node: str, topo_summary: str, res: "ReconcileResult", dry_run: bool) 
     return "\n".join(lines)
 
 
+def read_settings(section: dict[str, Any] | None, evict: bool | None = None, **flags: Any) -> "EnforcerSettings":
+    """The `enforcer:` section with the flags over it (None = not given). The policy's and the
+    eviction's settings are nested sub-sections; older files put their keys flat (still read)."""
+    from node_enforcer.policy.allocation import PolicySettings
+    from node_enforcer.policy.eviction import EvictionSettings
+    from node_enforcer.settings import EnforcerSettings, nest_section
+    from tidewise.config import settings_from
+
+    nested = nest_section(section, evict=evict)
+    return settings_from(
+        EnforcerSettings, {k: v for k, v in nested.items() if k not in ("policy", "eviction")}, "enforcer",
+        policy=settings_from(PolicySettings, nested.get("policy"), "enforcer.policy"),
+        eviction=settings_from(EvictionSettings, nested.get("eviction"), "enforcer.eviction"), **flags)
+
+
 def run(args: argparse.Namespace) -> int:
     from node_enforcer.agent import Agent
     from node_enforcer.collect.pods import KubeletPods, read_pods_file
@@ -102,20 +118,12 @@ def run(args: argparse.Namespace) -> int:
     from node_enforcer.enforce.cgroups import make_driver
     from node_enforcer.enforce.evictor import Evictor
     from node_enforcer.enforce.files import DryRunFiles, HostFiles
-    from node_enforcer.policy.allocation import PolicySettings
-    from node_enforcer.policy.eviction import EvictionSettings
-    from node_enforcer.settings import EnforcerSettings, nest_section
     from predictor.atomic import write_text_atomic
     from contracts.errors import InputError
-    from tidewise.config import settings_from
 
     version = None if args.cgroup_version in (None, "auto") else int(args.cgroup_version)
-    # policy and eviction settings are nested sub-sections; older files put their keys flat
-    section = nest_section((args.settings or {}).get("enforcer"), evict=args.evict)
-    s = settings_from(
-        EnforcerSettings, {k: v for k, v in section.items() if k not in ("policy", "eviction")}, "enforcer",
-        policy=settings_from(PolicySettings, section.get("policy"), "enforcer.policy"),
-        eviction=settings_from(EvictionSettings, section.get("eviction"), "enforcer.eviction"),
+    s = read_settings(
+        (args.settings or {}).get("enforcer"), evict=args.evict,
         node=args.node, pods_from=args.pods_from, pods_file=args.pods, kubelet_url=args.kubelet_url,
         kubelet_ca=args.kubelet_ca, sysfs_root=args.sysfs_root, cgroup_root=args.cgroup_root,
         cgroup_driver=args.cgroup_driver, cgroup_version=version, cgroup_parent=args.cgroup_parent,
