@@ -13,9 +13,10 @@ from typing import Any
 
 import yaml
 
-from autoscaler.kube import Kube, NotFound
+from autoscaler.kube import Kube
 from autoscaler.model.cluster import ClusterState
-from predictor.errors import InputError
+from contracts.errors import InputError
+from contracts.kube_errors import NotFound
 
 log = logging.getLogger(__name__)
 SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster on 50,000 objects

@@ -16,8 +16,7 @@ from autoscaler.logic.hpa import (MalformedHpa, Stabilizer, hpa_target, level_ra
                                   predictive_min_replicas)
 from autoscaler.logic.vpa import quantile_column
 from autoscaler.model.decisions import HpaDecision, Reason
-from autoscaler.model.views import HpaView, WorkloadSeries
-from autoscaler.output.objects import ANNOTATION_USER_MIN
+from autoscaler.model.views import ANNOTATION_USER_MIN, HpaView, WorkloadSeries
 from autoscaler.settings import HpaSettings
 from predictor.durations import parse_duration
 from predictor.history import History
@@ -79,7 +78,7 @@ class HpaOutcome:
 
 
 def _user_min(hpa: HpaView, spec_min: int) -> int:
-    ann = hpa.annotation(ANNOTATION_USER_MIN)
+    ann = hpa.user_min_annotation()
     if ann is None:
         return spec_min
     try:

@@ -16,6 +16,7 @@ from autoscaler.logic.reclaim import numa_zone, plan_node
 from autoscaler.logic.vpa import quantile_column
 from autoscaler.model.views import NodeView, PodView, WorkloadSeries
 from autoscaler.settings import ReclaimSettings
+from contracts.qos import QosLevel
 from predictor.types import Forecast, ReclaimPlan
 
 Demand = tuple[np.ndarray, np.ndarray]  # (cores, bytes) per forecast step
@@ -67,7 +68,7 @@ def decide_node(inp: NodeInputs, settings: ReclaimSettings) -> ReclaimPlan:
     bound_cpu: dict[int, np.ndarray] = {}  # NUMA node -> usage of the pods bound to it
     bound_mem: dict[int, np.ndarray] = {}
     for pod in inp.pods:
-        if pod.qos(settings.qos_annotation) == "reclaimed_cores":
+        if pod.qos(settings.qos_annotation) == QosLevel.RECLAIMED.value:
             continue
         d = inp.demand_of(pod)
         if d is None:

@@ -12,11 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from autoscaler.model.cluster import Obj, container_requests, meta
-from autoscaler.quantity import to_units
+from contracts.qos import raw_level
+from contracts.quantity import to_units
 from predictor.history import History
 from predictor.types import SeriesKey
 
 WorkloadKey = tuple[str, str, str]  # (namespace, kind, name)
+# serve raises an HPA's minReplicas; the floor the user set is kept here to return to
+ANNOTATION_USER_MIN = "tidewise.io/user-min-replicas"
 
 
 def _ref_key(namespace: str, ref: Any) -> WorkloadKey | None:
@@ -84,8 +87,9 @@ class HpaView:
     def name(self) -> str:
         return str(meta(self.obj).get("name"))
 
-    def annotation(self, key: str) -> str | None:
-        return (meta(self.obj).get("annotations") or {}).get(key)
+    def user_min_annotation(self) -> str | None:
+        """The user's own minReplicas, kept in an annotation once serve raised spec.minReplicas."""
+        return (meta(self.obj).get("annotations") or {}).get(ANNOTATION_USER_MIN)
 
     def workload_key(self) -> WorkloadKey | None:
         spec = self.obj.get("spec")
@@ -108,7 +112,8 @@ class PodView:
         return meta(self.obj).get("annotations")
 
     def qos(self, annotation: str) -> str:
-        return (self.annotations or {}).get(annotation, "shared_cores")
+        """The Katalyst QoS level as written (`shared_cores` when absent)."""
+        return raw_level(self.annotations, annotation)
 
     def requests(self) -> tuple[int, int]:
         """(millicpu, bytes) the pod's containers request in total."""

@@ -13,16 +13,16 @@ from typing import Any
 
 from autoscaler.model.cluster import Obj, meta
 from autoscaler.model.decisions import HpaDecision, VpaDecision
-from autoscaler.quantity import format_units
+from autoscaler.model.views import ANNOTATION_USER_MIN
 from autoscaler.settings import ReclaimSettings
-from predictor.types import ReclaimPlan
+from contracts.quantity import format_units
+# the node agent reads the plan annotation of its own Node: name, schema and document are shared
+from contracts.reclaim import PLAN_ANNOTATION, PLAN_SCHEMA, ReclaimPlan, plan_document
 
-ANNOTATION_USER_MIN = "tidewise.io/user-min-replicas"
+__all__ = ["ANNOTATION_REASON", "ANNOTATION_USER_MIN", "PLAN_ANNOTATION", "PLAN_SCHEMA", "Change", "cnr_change",
+           "hpa_change", "node_change", "plan_document", "published", "resource_recommend_change", "vpa_change"]
+
 ANNOTATION_REASON = "tidewise.io/reason"
-# the node agent reads this annotation of its own Node (node_enforcer/reclaim.py keeps its own copy
-# of the name and schema: it must not import autoscaler; tests/integration/test_plan_delivery.py ties them)
-PLAN_ANNOTATION = "tidewise.io/reclaim-plan"
-PLAN_SCHEMA = 1
 CONDITION_REASON = "TidewiseForecast"
 MAX_MESSAGE = 1000  # condition messages stay readable in `kubectl describe`
 
@@ -141,26 +141,6 @@ def published(node: Obj, settings: ReclaimSettings) -> tuple[int | None, int | N
         return (int(cpu) if cpu is not None else None, int(mem) if mem is not None else None)
     except (TypeError, ValueError):
         return None, None
-
-
-def plan_document(plan: ReclaimPlan) -> dict[str, Any]:
-    """The reclaim plan as the node agent reads it from the node's `tidewise.io/reclaim-plan`
-    annotation (node_enforcer/reclaim.py parses it; docs/node-enforcer.md, "Reclaim plan").
-
-    Valid from `generated_at` (the decision time) until `valid_until` (the end of the window the
-    forecast covers): an agent that reads it later refuses it and reclaims nothing. `numa` is
-    per NUMA node from per-zone usage; empty with `numa_layout` "unknown" when serve does not know
-    the node's NUMA count (the agent then treats the node as one zone)."""
-    start = dt.datetime.fromisoformat(plan.window_start.replace("Z", "+00:00"))
-    until = start + dt.timedelta(seconds=plan.window_seconds)
-    return {
-        "schema": PLAN_SCHEMA, "node": plan.node, "generated_at": plan.window_start,
-        "valid_until": until.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "reclaimed_millicpu": plan.reclaimed_millicpu, "reclaimed_memory_bytes": plan.reclaimed_memory_bytes,
-        "shared_demand_millicpu": plan.shared_demand_millicpu,
-        "numa_layout": "known" if plan.numa else "unknown",
-        "numa": {str(k): {"millicpu": v.millicpu, "memory_bytes": v.memory_bytes} for k, v in sorted(plan.numa.items())},
-    }
 
 
 def _plan_current(node: Obj, doc: dict[str, Any], window_seconds: int) -> bool:

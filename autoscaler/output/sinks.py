@@ -11,10 +11,11 @@ from typing import Any, Protocol
 
 import yaml
 
-from autoscaler.kube import Conflict, Forbidden, Kube, KubeError, NotFound, TooManyRequests
+from autoscaler.kube import Kube
 from autoscaler.output.objects import Change
+from contracts.errors import InputError
+from contracts.kube_errors import Conflict, Forbidden, KubeError, NotFound, TooManyRequests
 from predictor.atomic import check_output_path, write_text_atomic
-from predictor.errors import InputError
 
 log = logging.getLogger(__name__)
 SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when present

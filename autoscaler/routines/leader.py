@@ -12,7 +12,8 @@ import logging
 import time
 from typing import Any, Callable
 
-from autoscaler.kube import Conflict, Kube, KubeError, NotFound
+from autoscaler.kube import Kube
+from contracts.kube_errors import Conflict, KubeError, NotFound
 
 log = logging.getLogger(__name__)
 
