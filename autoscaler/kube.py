@@ -2,8 +2,8 @@
 
 Everything returns and takes plain dicts in API form (camelCase): lists are read raw
 (`_preload_content=False`) and parsed with `json`, which is several times faster than the client's
-model objects and gives the same shape as `--cluster-state` files. Errors map to a small tree
-(`NotFound`, `Conflict`, `TooManyRequests`, `Forbidden`, else `KubeError`); 429 answers are retried
+model objects and gives the same shape as `--cluster-state` files. Errors map to the small tree in
+`contracts.kube_errors` (`NotFound`, `Conflict`, `TooManyRequests`, `Forbidden`, else `KubeError`); 429 answers are retried
 after the server's Retry-After (or an exponential backoff), at most `max_retries` times.
 Patches are JSON merge patches (RFC 7386), sent with that content type explicitly: the client
 would otherwise pick json-patch for the core kinds.
@@ -15,7 +15,9 @@ import logging
 import time
 from typing import Any, Callable
 
-from predictor.errors import TidewiseError
+from contracts.kube_errors import KubeError, TooManyRequests, error_for_status
+# the tree is shared with the node agent; re-exported here for the callers that import it from this module
+from contracts.kube_errors import Conflict, Forbidden, NotFound  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -24,34 +26,6 @@ VPA = ("autoscaling.k8s.io", "v1", "verticalpodautoscalers")
 CNR = ("node.katalyst.kubewharf.io", "v1alpha1", "customnoderesources")
 RESOURCE_RECOMMEND = ("recommendation.katalyst.kubewharf.io", "v1alpha1", "resourcerecommends")
 PAGE = 500  # objects per list request: keeps each API server response small
-
-
-class KubeError(TidewiseError):
-    """An API call failed; `status` is the HTTP status (0 when the server was not reached)."""
-
-    def __init__(self, message: str, status: int = 0):
-        super().__init__(message)
-        self.status = status
-
-
-class NotFound(KubeError):
-    """404: the object is gone (deleted between list and write) or the CRD is not installed."""
-
-
-class Conflict(KubeError):
-    """409: the resourceVersion we wrote against is stale; read again and retry."""
-
-
-class TooManyRequests(KubeError):
-    """429: API priority and fairness pushed back; `retry_after` seconds as the server asked."""
-
-    def __init__(self, message: str, status: int = 429, retry_after: float | None = None):
-        super().__init__(message, status)
-        self.retry_after = retry_after
-
-
-class Forbidden(KubeError):
-    """403: RBAC does not allow this verb on this resource (see deploy/rbac.yaml)."""
 
 
 def _map(exc: Exception, what: str) -> KubeError:
@@ -66,22 +40,14 @@ def _map(exc: Exception, what: str) -> KubeError:
     except (ValueError, AttributeError):
         detail = (exc.body or "")[:200] if isinstance(exc.body, str) else ""
     msg = f"{what}: HTTP {status} {exc.reason or ''} {detail}".strip()
-    if status == 404:
-        return NotFound(msg, status)
-    if status == 409:
-        return Conflict(msg, status)
-    if status == 403:
-        return Forbidden(msg, status)
-    if status == 429:
+    retry = None
+    headers = exc.headers or {}
+    raw = headers.get("Retry-After") if hasattr(headers, "get") else None
+    try:
+        retry = float(raw) if raw is not None else None
+    except ValueError:
         retry = None
-        headers = exc.headers or {}
-        raw = headers.get("Retry-After") if hasattr(headers, "get") else None
-        try:
-            retry = float(raw) if raw is not None else None
-        except ValueError:
-            retry = None
-        return TooManyRequests(msg, status, retry)
-    return KubeError(msg, status)
+    return error_for_status(status, msg, retry)
 
 
 class Kube:

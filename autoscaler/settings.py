@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from contracts.qos import QOS_ANNOTATION, RECLAIMED_MEMORY, RECLAIMED_MILLICPU
+
 MIB = 2**20
 GIB = 2**30
 
@@ -51,11 +53,11 @@ class ReclaimSettings:
     deadband_millicpu: int = 200  # changes smaller than this are not published (no flapping)
     deadband_memory_bytes: int = 256 * MIB
     max_step_fraction: float = 0.10  # an increase is limited to 10% of allocatable per step; decreases are immediate
-    millicpu_name: str = "resource.katalyst.kubewharf.io/reclaimed_millicpu"
-    memory_name: str = "resource.katalyst.kubewharf.io/reclaimed_memory"
+    millicpu_name: str = RECLAIMED_MILLICPU  # the extended resources reclaimed pods request
+    memory_name: str = RECLAIMED_MEMORY
     write_node_status: bool = True  # patch nodes/status capacity and allocatable
     write_cnr: bool = False  # also a Katalyst CustomNodeResource status (when that CRD is present)
-    qos_annotation: str = "katalyst.kubewharf.io/qos_level"
+    qos_annotation: str = QOS_ANNOTATION
     numa_annotation: str = "tidewise.io/numa-nodes"  # node annotation: NUMA node count when known
 
 

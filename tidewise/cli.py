@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose < 2:
         # retries are reported by our own error line; urllib3's per-retry warnings are noise
         logging.getLogger("urllib3").setLevel(logging.ERROR)
-    from predictor.errors import InputError, TidewiseError
+    from contracts.errors import InputError, TidewiseError
     from tidewise.config import load_config
 
     try:

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from predictor.errors import InputError
+from contracts.errors import InputError
 
 T = TypeVar("T")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from predictor.atomic import check_folder_to_fill, check_output_path, prepare_output_dir
-from predictor.errors import InputError
+from contracts.errors import InputError
 
 __all__ = ["check_output_path", "prepare_output_dir", "input_file", "existing_registry", "registry_to_write"]
 

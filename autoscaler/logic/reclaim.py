@@ -22,7 +22,8 @@ from typing import Mapping
 import numpy as np
 
 from autoscaler.settings import ReclaimSettings
-from predictor.types import NumaReclaim, ReclaimPlan
+from contracts.qos import NUMA_BIND_ANNOTATION
+from contracts.reclaim import NumaReclaim, ReclaimPlan
 
 
 def reclaimable(allocatable: int, reserved: int, demand_peak: int, margin: int) -> int:
@@ -41,9 +42,6 @@ def smooth(previous: int | None, new: int, deadband: int, max_step_up: int) -> t
     if new > previous + max_step_up:
         return previous + max_step_up, f"increase limited to +{max_step_up} per step"
     return new, None
-
-
-NUMA_BIND_ANNOTATION = "katalyst.kubewharf.io/numa_bind_result"  # pod -> the NUMA node it is bound to
 
 
 def numa_zone(annotations: Mapping[str, str] | None, numa_nodes: int) -> int | None:

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from autoscaler.model.decisions import Reason, ResourceRecommendation
-from autoscaler.quantity import to_units, usage_to_units
 from autoscaler.settings import VpaSettings
+from contracts.quantity import to_units, usage_to_units
 from predictor.types import Forecast
 
 DEFAULT_CONTROLLED = ("cpu", "memory")

@@ -7,10 +7,11 @@ import pytest
 from kubernetes import client
 
 from autoscaler.input.cluster import ApiCluster
-from autoscaler.kube import Conflict, Forbidden, Kube, NotFound, TooManyRequests
+from autoscaler.kube import Kube
 from autoscaler.output.sinks import CONFLICT, FORBIDDEN, NOT_FOUND, THROTTLED, WRITTEN, ApiSink
 from autoscaler.routines.leader import LeaderElector
 from autoscaler.routines.loop import OK, ServingLoop
+from contracts.kube_errors import Conflict, Forbidden, NotFound, TooManyRequests
 from tests.autoscaler.conftest import fast_settings, source_of, validate_object
 from tests.autoscaler.fake_apiserver import FakeApiServer
 

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
     from predictor.atomic import write_text_atomic
     from predictor.durations import parse_duration
-    from predictor.errors import InputError
+    from contracts.errors import InputError
     from predictor.forecasting import ForecastRequest, forecast_history, forecasts_to_frame
     from predictor.history import history_from_frame, write_long
     from predictor.profile import build_profiles

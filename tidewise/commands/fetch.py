@@ -43,7 +43,7 @@ def add_prometheus_args(p: argparse.ArgumentParser) -> None:
 
 def prometheus_settings(args: argparse.Namespace):
     from predictor.durations import parse_duration
-    from predictor.errors import InputError
+    from contracts.errors import InputError
     from predictor.sources.prometheus import PrometheusSettings
     from tidewise.config import settings_from
 
@@ -70,7 +70,7 @@ def prometheus_settings(args: argparse.Namespace):
 def parse_time(text: str, flag: str):
     import pandas as pd
 
-    from predictor.errors import InputError
+    from contracts.errors import InputError
 
     try:
         ts = pd.Timestamp(text)
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from predictor.durations import parse_duration
-    from predictor.errors import InputError
+    from contracts.errors import InputError
     from predictor.history import write_long
     from predictor.sources.prometheus import PrometheusSource
     from tidewise.paths import check_output_path

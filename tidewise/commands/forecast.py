@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def parse_quantiles(text: str) -> tuple[float, ...]:
-    from predictor.errors import InputError
+    from contracts.errors import InputError
 
     try:
         qs = tuple(float(x) for x in text.split(",") if x.strip())
@@ -61,7 +61,7 @@ def check_grid(horizon_text: str, step_text: str):
     import pandas as pd
 
     from predictor.durations import parse_duration
-    from predictor.errors import InputError
+    from contracts.errors import InputError
 
     horizon = parse_duration(horizon_text, what="--horizon")
     step = parse_duration(step_text, what="--step")
@@ -87,7 +87,7 @@ def check_series_lengths(history, path: str, horizon) -> list[str]:
     import pandas as pd
 
     from predictor.durations import format_duration
-    from predictor.errors import InputError
+    from contracts.errors import InputError
 
     short, span_min = [], None
     for key, y in history.series.items():
@@ -113,7 +113,7 @@ def check_series_lengths(history, path: str, horizon) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from predictor.errors import InputError
+    from contracts.errors import InputError
     from predictor.forecasting import ForecastRequest, forecast_history, forecasts_to_frame
     from predictor.history import load_history, write_long
     from predictor.models import MODELS

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from studies.replay.inputs import load_replay_input
     from autoscaler.settings import HpaSettings, VpaSettings
     from predictor.durations import parse_duration
-    from predictor.errors import InputError
+    from contracts.errors import InputError
     from predictor.history import write_long
     from predictor.models import MODELS
     from tidewise.paths import check_output_path, input_file

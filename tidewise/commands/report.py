@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from predictor.durations import parse_duration
-    from predictor.errors import InputError
+    from contracts.errors import InputError
     from training.fleet_report import write_registry_report
 
     from tidewise.paths import check_output_path, existing_registry

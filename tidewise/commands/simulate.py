@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from studies.simulation.runner import StudySettings, run_study, write_outputs
-    from predictor.errors import InputError
+    from contracts.errors import InputError
     from predictor.models import MODELS
     from tidewise.paths import prepare_output_dir
     from tidewise.progress import progress
