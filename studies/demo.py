@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from autoscaler.quantity import cores_to_millicpu, format_bytes, format_millicpu
 from autoscaler.settings import ServeSettings
+from contracts.quantity import cores_to_millicpu, format_bytes, format_millicpu
 from predictor.atomic import write_text_atomic
 from predictor.history import History, history_from_frame
 from predictor.sources.synthetic import SyntheticCluster, Workload

@@ -12,9 +12,9 @@ from kubernetes import client
 
 from autoscaler.input.cluster import ApiCluster
 from autoscaler.kube import Kube
-from autoscaler.quantity import to_units
 from autoscaler.output.sinks import WRITTEN, ApiSink, DryRunSink
 from autoscaler.routines.loop import OK, ServingLoop
+from contracts.quantity import to_units
 from tests.autoscaler.conftest import fast_settings, source_of, validate_object
 from tests.autoscaler.fake_apiserver import FakeApiServer
 
