@@ -27,8 +27,8 @@ def _ref_key(namespace: str, ref: Any) -> WorkloadKey | None:
 
 
 @dataclass(frozen=True)
-class VpaView:
-    """A VerticalPodAutoscaler: who serves it, what it targets, what its status publishes."""
+class ObjectView:
+    """One API object (a dict), read through named properties."""
 
     obj: Obj
 
@@ -39,6 +39,15 @@ class VpaView:
     @property
     def name(self) -> str:
         return str(meta(self.obj)["name"])
+
+    @property
+    def annotations(self) -> Mapping[str, str] | None:
+        return meta(self.obj).get("annotations")
+
+
+@dataclass(frozen=True)
+class VpaView(ObjectView):
+    """A VerticalPodAutoscaler: who serves it, what it targets, what its status publishes."""
 
     @property
     def key(self) -> str:
@@ -74,22 +83,12 @@ class VpaView:
 
 
 @dataclass(frozen=True)
-class HpaView:
+class HpaView(ObjectView):
     """A HorizontalPodAutoscaler (autoscaling/v2)."""
-
-    obj: Obj
-
-    @property
-    def namespace(self) -> str:
-        return str(meta(self.obj).get("namespace", "default"))
-
-    @property
-    def name(self) -> str:
-        return str(meta(self.obj).get("name"))
 
     def user_min_annotation(self) -> str | None:
         """The user's own minReplicas, kept in an annotation once serve raised spec.minReplicas."""
-        return (meta(self.obj).get("annotations") or {}).get(ANNOTATION_USER_MIN)
+        return (self.annotations or {}).get(ANNOTATION_USER_MIN)
 
     def workload_key(self) -> WorkloadKey | None:
         spec = self.obj.get("spec")
@@ -97,19 +96,14 @@ class HpaView:
 
 
 @dataclass(frozen=True)
-class PodView:
+class PodView(ObjectView):
     """A pod as the node plan reads it: its QoS annotation and its requests."""
-
-    obj: Obj
 
     @property
     def label(self) -> str:
+        """namespace/name as written (for notes)."""
         m = meta(self.obj)
         return f"{m.get('namespace')}/{m.get('name')}"
-
-    @property
-    def annotations(self) -> Mapping[str, str] | None:
-        return meta(self.obj).get("annotations")
 
     def qos(self, annotation: str) -> str:
         """The Katalyst QoS level as written (`shared_cores` when absent)."""
@@ -126,18 +120,8 @@ class PodView:
 
 
 @dataclass(frozen=True)
-class NodeView:
+class NodeView(ObjectView):
     """A Node: its allocatable resources and NUMA count."""
-
-    obj: Obj
-
-    @property
-    def name(self) -> str:
-        return str(meta(self.obj)["name"])
-
-    @property
-    def annotations(self) -> Mapping[str, str] | None:
-        return meta(self.obj).get("annotations")
 
     def allocatable(self) -> tuple[int, int]:
         """(millicpu, bytes) of status.allocatable; ValueError when either is missing."""

@@ -38,8 +38,7 @@ from predictor.sources.base import HistorySource
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FROZEN", "KILLED", "OK", "ClusterReader", "Freeze", "RunReport", "ServingLoop", "StepTiming",
-           "index_series"]
+__all__ = ["FROZEN", "KILLED", "OK", "ClusterReader", "Freeze", "RunReport", "ServingLoop", "StepTiming"]
 
 Step = Callable[[RunReport, RunContext], str]
 
