@@ -23,14 +23,15 @@ from predictor.calibration import apply_shifts
 from predictor.history import History
 from predictor.models import MODELS, DecayingHistogram, Forecaster
 from predictor.models.gbm import GlobalGBM
-from predictor.seasonality import DAY, SEASONAL_ACF, WEEK, acf_at
+from predictor.durations import DAY, WEEK
+from predictor.seasonality import SEASONAL_ACF, acf_at
 from predictor.selection import ENSEMBLE, GLOBAL, Choice, backtest, choose, default_candidates, history_needed
 from predictor.types import Forecast
 
 log = logging.getLogger(__name__)
 
 DEFAULT_QUANTILES = (0.5, 0.9, 0.95, 0.99)
-STALE_AFTER = pd.Timedelta("1d")  # a series silent this long before the common origin is stale
+STALE_AFTER = pd.Timedelta(days=1)  # a series silent this long before the common origin is stale
 
 
 @dataclass

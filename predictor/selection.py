@@ -26,12 +26,11 @@ import pandas as pd
 
 from predictor.calibration import apply_shifts, conformal_shifts, coverage, pinball
 from predictor.models.base import Forecaster
+from predictor.durations import DAY, WEEK
 from predictor.seasonality import SEASONAL_ACF, acf_at
 
 log = logging.getLogger(__name__)
 
-DAY = pd.Timedelta("1d")
-WEEK = pd.Timedelta("7d")
 DECISION_QUANTILE = 0.95
 REFERENCE = "seasonal_naive_daily"  # skill is measured against it (the benchmark baseline)
 GLOBAL = "gbm_global"

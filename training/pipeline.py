@@ -19,6 +19,7 @@ import pandas as pd
 
 from predictor.calibration import apply_shifts, pinball
 from predictor.forecasting import ForecastRequest, fit_global, make_model, select_series
+from predictor.durations import DAY
 from predictor.history import History
 from predictor.models.gbm import GlobalGBM
 from predictor.registry import RegistryError, load_version, write_version
@@ -27,13 +28,12 @@ from predictor.timestamps import epoch_ns
 
 log = logging.getLogger(__name__)
 
-DAY = pd.Timedelta("1d")
 # The data a version saw is fingerprinted over its last two days: a rolling window drops older
 # days anyway, and late corrections and backfills land in the recent past.
-FINGERPRINT_SPAN = pd.Timedelta("2d")
+FINGERPRINT_SPAN = pd.Timedelta(days=2)
 # What the serving loop fetches each run (autoscaler.settings.LoopSettings.history_window, same
 # default): no model needing more is chosen, since serving could not feed it.
-SERVING_HISTORY = pd.Timedelta("8d")
+SERVING_HISTORY = pd.Timedelta(days=8)
 # The report's context is the serving window at 15 min (1,000 series: ~12 MB), so that the report
 # forecasts each series from as much history as serving has, with the model serving runs.
 RECENT_STEP = pd.Timedelta("15min")
@@ -49,7 +49,7 @@ class TrainSettings:
     jobs: int = 1  # joblib processes for the per-series backtests
     incremental: bool = True  # carry unchanged series forward from the latest version
     drift_factor: float = 1.5  # refit when the recent error exceeds 1.5x the backtest error
-    max_age: pd.Timedelta = pd.Timedelta("7d")  # refit every series at least weekly
+    max_age: pd.Timedelta = pd.Timedelta(days=7)  # refit every series at least weekly
     use_global: bool = True
     chunk: int = 50  # series per task: amortises the global model's transfer to workers
     global_params: dict = field(default_factory=dict)  # GlobalGBM keyword arguments (defaults: gbm.py)

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from predictor.durations import DAY
 from predictor.features.calendar import calendar_features
 from predictor.features.scale import level_and_scale
+from predictor.seasonality import autocorrelation
 from predictor.timestamps import median_step
 
 PROFILE_DAYS = 7  # same-time-of-day statistics over the last week: one of each weekday
@@ -32,23 +34,9 @@ class SeriesContext:
     acf_week: float
 
 
-def _acf(z: np.ndarray, k: int) -> float:
-    if k < 1 or len(z) < int(1.5 * k):
-        return np.nan
-    a, b = z[k:], z[:-k]
-    ok = np.isfinite(a) & np.isfinite(b)
-    if ok.sum() < 10:
-        return np.nan
-    a, b = a[ok], b[ok]
-    sa, sb = a.std(), b.std()
-    if sa == 0 or sb == 0:
-        return 0.0
-    return float(np.mean((a - a.mean()) * (b - b.mean())) / (sa * sb))
-
-
 def context_of(past: np.ndarray, steps_per_day: int) -> SeriesContext:
     level, scale = level_and_scale(past, steps_per_day)
-    return SeriesContext(level, scale, _acf(past, steps_per_day), _acf(past, 7 * steps_per_day))
+    return SeriesContext(level, scale, autocorrelation(past, steps_per_day), autocorrelation(past, 7 * steps_per_day))
 
 
 FEATURE_NAMES: list[str] = []  # filled below from a dry run, so that names and columns stay in step
@@ -65,7 +53,7 @@ def direct_features(
     """(horizon, n_features) for targets origin, origin+step, ...; `past` ends at origin - step.
     `offsets` (0-based steps after the origin) computes only those rows."""
     past = np.asarray(past, dtype=np.float64)
-    spd = max(1, int(round(pd.Timedelta("1d") / step)))
+    spd = max(1, int(round(DAY / step)))
     if ctx is None:
         ctx = context_of(past, spd)
     z = (past - ctx.level) / ctx.scale
@@ -133,7 +121,7 @@ def training_rows(
     are dropped). Each origin's features see only the `max_past` values before it."""
     step = pd.Timedelta(y.index.freq) if y.index.freq is not None else median_step(y.index)
     v = y.to_numpy(dtype=np.float64)
-    spd = max(1, int(round(pd.Timedelta("1d") / step)))
+    spd = max(1, int(round(DAY / step)))
     xs, ts = [], []
     for o in origins:
         pos = int(y.index.searchsorted(o))

@@ -17,10 +17,10 @@ from typing import Any, ClassVar, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from predictor.durations import DAY, to_timedelta
 from predictor.features.direct import FEATURE_NAMES, context_of, direct_features, training_rows
 from predictor.models.base import Forecaster, check_series, infer_step, non_crossing
 
-DAY = pd.Timedelta("1d")
 ARRAYS_FORMAT = "tidewise-quantile-trees/1"  # bump when the layout of to_arrays changes
 # What prediction from raw features reads of a node; the other fields of scikit-learn's node record
 # (count, gain, depth, bin_threshold) are kept for inspection and may be absent in other versions.
@@ -221,8 +221,8 @@ class GlobalGBM(Forecaster):
         spd = max(1, int(round(DAY / step)))
         origin = y.index[-1] + step
         origins = [origin - k * DAY for k in range(1, self.max_origins + 1)]
-        horizon = max(1, int(round(pd.Timedelta(self.train_horizon) / step)))
-        max_past = int(round(pd.Timedelta(self.max_past) / step))
+        horizon = max(1, int(round(to_timedelta(self.train_horizon) / step)))
+        max_past = int(round(to_timedelta(self.max_past) / step))
         return training_rows(y, origins, horizon, min_past=2 * spd, max_past=max_past)
 
     def predict_series(self, y: pd.Series, horizon: int, quantiles: Sequence[float],
@@ -252,7 +252,7 @@ class GlobalGBM(Forecaster):
         if len(past) < 2:
             raise ValueError(f"series has no history before the origin {origin}")
         spd = max(1, int(round(DAY / step)))
-        max_past = int(round(pd.Timedelta(self.max_past) / step))
+        max_past = int(round(to_timedelta(self.max_past) / step))
         v = past.to_numpy(dtype=np.float64)[-max_past:]
         # origin may lie beyond the end: pad the silence with NaN so that lags line up
         lead = max(0, int(round((origin - (past.index[-1] + step)) / step)))
@@ -344,7 +344,7 @@ class GlobalGBM(Forecaster):
     def _fit(self, y: pd.Series) -> None:
         self.fit_many({"y": y})
         self.step_ = _step_of(y)
-        self.history_ = y.iloc[-int(round(pd.Timedelta(self.max_past) / self.step_)):].copy()
+        self.history_ = y.iloc[-int(round(to_timedelta(self.max_past) / self.step_)):].copy()
 
     def _predict(self, horizon: int, quantiles: np.ndarray) -> np.ndarray:
         return self.predict_series(self.history_, horizon, [float(q) for q in quantiles])

@@ -3,7 +3,8 @@ import io
 import numpy as np
 import pandas as pd
 
-from predictor.seasonality import DAY, WEEK, acf_at
+from predictor.durations import DAY, WEEK
+from predictor.seasonality import acf_at
 from predictor.sources.synthetic import generate_cluster
 
 
