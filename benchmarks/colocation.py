@@ -24,7 +24,8 @@ def _pct(x: float, digits: int = 1) -> str:
 
 
 def run(quick: bool) -> str:
-    from studies.simulation.runner import StudySettings, details_json, run_study, write_outputs
+    from studies.simulation.runner import run_study, write_outputs
+    from studies.simulation.study import StudySettings, details_json
 
     nodes, days = (10, 2) if quick else (40, 7)
     s = StudySettings(traces=SHARED_DATA, nodes=nodes, days=days, seed=0, cache_dir=CACHE)

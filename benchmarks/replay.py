@@ -64,7 +64,7 @@ def run(quick: bool) -> str:
         f"| tidewise replay hpa | {hpa.get('mean_replicas', float('nan')):.2f} | {hpa.get('over_target', float('nan')):.4f} | "
         f"{rep_ratio:.3f} | {over_ratio:.2f} | {'met' if hpa_ok else 'missed'} |",
         "",
-        "The decisions are the serving loop's (`autoscaler/logic/replay.py`, the code of the serving section's "
+        "The decisions are the serving loop's (`studies/replay/decisions.py` over `autoscaler/logic`, the code of the serving section's "
         "quality tables, with the VPA guardrails and bounds on). Where a target is missed, the serving section above "
         "explains why and shows the quantile/margin trade-off.",
         "",

@@ -166,7 +166,7 @@ def scale(workloads: int, nodes: int, model: str, budget: int) -> dict[str, Any]
 def run(quick: bool, parts: tuple[str, ...] = ("quality", "scale")) -> str:
     out = ["## Serving loop (issue 5)\n",
            "Reproduce: `python -m benchmarks.run --only serving` (add `--quick` for a smoke run: 6 series, "
-           "2 days, 1,000 workloads). Code: `autoscaler/logic/replay.py` (VPA and HPA replay), "
+           "2 days, 1,000 workloads). Code: `studies/replay/decisions.py` (VPA and HPA replay over `autoscaler/logic`), "
            "`autoscaler/logic/hpa.py` (reactive HPA simulator), `benchmarks/serving.py`.\n"]
     if "quality" in parts:
         from autoscaler.settings import VpaSettings

@@ -1,13 +1,18 @@
-"""The demo cluster as Kubernetes objects, and one offline run of the loop over it.
+"""`tidewise demo` offline: a synthetic cluster, its history, profiles, forecasts and report, the
+cluster as Kubernetes objects, and one offline run of the serving loop over it.
 
-`write_demo_outputs(cluster, history, out_dir)` writes `out_dir/cluster-state.yaml` (Nodes,
-Deployments/StatefulSets, Pods, HPAs autoscaling/v2, VPAs naming `tidewise` in spec.recommenders)
-and `out_dir/recommendations/` (the file sink's output of one run). `tidewise demo` calls it.
+The steps, in the order the command runs them: `generate_demo` (history.parquet),
+`profile_and_forecast` (profiles.json, forecasts.csv), `write_demo_report` (report.html) and
+`write_demo_outputs` (`cluster-state.yaml`: Nodes, Deployments/StatefulSets, Pods, HPAs
+autoscaling/v2, VPAs naming `tidewise` in spec.recommenders; and `recommendations/`, the file
+sink's output of one run). Tests also use `cluster_objects` and `MemorySource` as a cluster and
+a history source.
 """
 from __future__ import annotations
 
+import json
 import os
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 import yaml
@@ -15,10 +20,16 @@ import yaml
 from autoscaler.settings import ServeSettings
 from contracts.quantity import cores_to_millicpu, format_bytes, format_millicpu
 from predictor.atomic import write_text_atomic
-from predictor.history import History, history_from_frame
-from predictor.sources.synthetic import SyntheticCluster, Workload
+from predictor.forecasting import ForecastRequest, forecast_history, forecasts_to_frame
+from predictor.history import History, history_from_frame, write_long
+from predictor.profile import build_profiles
+from predictor.sources.synthetic import SyntheticCluster, Workload, generate_cluster
+from predictor.types import Forecast, ServiceProfile
+from training.report import render_report
 
 GIB = 2**30
+STEP = pd.Timedelta("5m")  # the synthetic history's step
+Progress = Callable[[str, int], Any]  # tidewise.progress.progress: a context manager yielding advance(n)
 
 
 def _container(w: Workload) -> dict[str, Any]:
@@ -110,3 +121,35 @@ def write_demo_outputs(cluster: SyntheticCluster, history: History | pd.DataFram
     rep = loop.run_once()
     return {"cluster_state": state_path, "recommendations": rec_dir, "files": sorted(sink.written.values()),
             "outcome": rep.outcome, "summary": rep.summary()}
+
+
+def generate_demo(out_dir: str, seed: int, workloads: int, namespaces: int, nodes: int, days: float
+                  ) -> tuple[SyntheticCluster, History, int]:
+    """The synthetic cluster and its history, written to out_dir/history.parquet; (cluster, history, rows)."""
+    cluster = generate_cluster(seed=seed, workloads=workloads, namespaces=namespaces, nodes=nodes, days=days,
+                               step=STEP)
+    frame = cluster.history()
+    write_long(frame, os.path.join(out_dir, "history.parquet"))
+    return cluster, history_from_frame(frame, STEP, "synthetic"), len(frame)
+
+
+def profile_and_forecast(out_dir: str, history: History, horizon: pd.Timedelta, progress: Progress
+                         ) -> tuple[dict[str, ServiceProfile], list[Forecast]]:
+    """Every series' profile (profiles.json) and forecast over `horizon` (forecasts.csv)."""
+    with progress("profiling", len(history.series)) as advance:
+        profiles = build_profiles(history)
+        advance(len(profiles))
+    write_text_atomic(os.path.join(out_dir, "profiles.json"),
+                      json.dumps({k: p.to_dict() for k, p in profiles.items()}, indent=1, allow_nan=False) + "\n")
+    req = ForecastRequest(horizon=horizon, step=STEP)
+    with progress("forecasting", len(history.series)) as advance:
+        forecasts = forecast_history(history, req, progress=advance)
+    write_long(forecasts_to_frame(forecasts), os.path.join(out_dir, "forecasts.csv"))
+    return profiles, forecasts
+
+
+def write_demo_report(out_dir: str, history: History, forecasts: list[Forecast],
+                      profiles: dict[str, ServiceProfile], meta: str) -> None:
+    """report.html: one plot per forecast, with its profile's class and peak window."""
+    render_report(os.path.join(out_dir, "report.html"), history, forecasts,
+                  {k: p.to_dict() for k, p in profiles.items()}, title="Tidewise demo: synthetic cluster", meta=meta)

@@ -7,9 +7,7 @@ from outside, so the page opens the same on an air-gapped laptop.
 """
 from __future__ import annotations
 
-import base64
 import html
-import io
 import logging
 from typing import Any, Iterable, Sequence
 
@@ -19,6 +17,7 @@ import pandas as pd
 from predictor.atomic import write_text_atomic
 from predictor.history import History
 from predictor.types import Forecast
+from training.pages import PAGE_END, figure_png, page_start, plot_blocks, pyplot
 
 log = logging.getLogger(__name__)
 
@@ -36,25 +35,6 @@ FLEET_COLUMNS = [
     ("coverage", "coverage q0.95"),
     ("pinball", "pinball@0.95 (scaled)"),
 ]
-
-CSS = """
-body { font-family: -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 1.5em; color: #222; }
-h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
-table { border-collapse: collapse; font-size: 0.85em; }
-th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: right; }
-th { background: #f0f0f0; } td.k { text-align: left; font-family: monospace; }
-.good { color: #1a7f37; } .bad { color: #b42318; }
-.plot { display: inline-block; margin: 0.4em; vertical-align: top; }
-.plot p { font-size: 0.8em; margin: 0.2em 0; font-family: monospace; max-width: 640px; }
-.meta { color: #666; font-size: 0.85em; }
-"""
-
-
-def _png(fig: Any) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=72, bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
 
 def _peak_span(window: Any, index: pd.DatetimeIndex) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
     """Daily occurrences of a profile's peak window inside `index` (window: dict with a start and
@@ -89,11 +69,7 @@ def _peak_span(window: Any, index: pd.DatetimeIndex) -> list[tuple[pd.Timestamp,
 
 def plot_series(key: str, y: pd.Series | None, fc: Forecast | None, profile: dict[str, Any] | None = None) -> str:
     """One PNG (base64): history, forecast median and band, peak windows shaded."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8.5, 2.6))
     try:
         shown_index: list[pd.Timestamp] = []
@@ -120,7 +96,7 @@ def plot_series(key: str, y: pd.Series | None, fc: Forecast | None, profile: dic
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, loc="upper left", ncol=4)
-        return _png(fig)
+        return figure_png(fig)
     finally:
         plt.close(fig)
 
@@ -161,15 +137,7 @@ def render_html(
 ) -> str:
     forecasts = list(forecasts)
     profiles = profiles or {}
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
-        f"<h1>{html.escape(title)}</h1>",
-    ]
-    if meta:
-        parts.append(f'<p class="meta">{html.escape(meta)}</p>')
+    parts = page_start(title, meta)
     parts.append(f'<p class="meta">{len(forecasts)} forecasts, {len(history.series)} series of history; '
                  "band = forecast quantiles, shaded orange = the profile's peak window.</p>")
     if fleet:
@@ -178,10 +146,8 @@ def render_html(
                   "naive (below 1 is better); coverage = share of backtest values at or under q0.95.</p>",
                   _fleet_table(fleet)]
     parts.append("<h2>Workloads</h2>")
-    for i, fc in enumerate(sorted(forecasts, key=lambda f: f.series)):
-        if i >= max_plots:
-            parts.append(f'<p class="meta">{len(forecasts) - max_plots} more series not plotted.</p>')
-            break
+    plots = []
+    for fc in sorted(forecasts, key=lambda f: f.series)[:max_plots]:
         prof = profiles.get(fc.series)
         img = plot_series(fc.series, history.series.get(fc.series), fc, prof)
         cap = f"{html.escape(fc.series)} — model {html.escape(fc.model)} ({html.escape(fc.version)})"
@@ -190,9 +156,9 @@ def render_html(
             cap += f" — {html.escape(fell)}"
         if prof and prof.get("class"):
             cap += f", class {html.escape(str(prof['class']))}"
-        parts.append(f'<div class="plot"><img alt="{html.escape(fc.series)}" src="data:image/png;base64,{img}">'
-                     f"<p>{cap}</p></div>")
-    parts.append("</body></html>")
+        plots.append((fc.series, img, cap))
+    parts += plot_blocks(plots, len(forecasts))
+    parts.append(PAGE_END)
     return "\n".join(parts)
 
 

@@ -18,6 +18,7 @@ import pandas as pd
 from autoscaler.logic.hpa import Stabilizer, check_replica_scale, level_ratio, predictive_min_replicas, simulate_reactive_hpa
 from autoscaler.logic.vpa import limit_change, recommend_resource, vpa_default_request
 from autoscaler.settings import GuardrailSettings, HpaSettings, VpaSettings
+from predictor.durations import to_timedelta
 from predictor.forecasting import ForecastRequest, forecast_history
 from predictor.history import History
 from predictor.types import Forecast
@@ -78,7 +79,7 @@ def replay_vpa_decisions(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, s
     forecaster = forecaster or DailyChoiceForecaster()
     guard = guard or GuardrailSettings()
     steps = int(every / STEP)
-    bound = pd.Timedelta(settings.bound_window)
+    bound = to_timedelta(settings.bound_window)
     unit = 1000.0 if resource == "cpu" else 1.0
     rows = []
     previous: int | None = None
@@ -86,7 +87,7 @@ def replay_vpa_decisions(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, s
         fc = forecaster.forecast(y, t, max(every, bound))
         peak = None
         if resource == "memory":
-            past = y[(y.index < t) & (y.index >= t - pd.Timedelta(settings.memory_peak_window))]
+            past = y[(y.index < t) & (y.index >= t - to_timedelta(settings.memory_peak_window))]
             peak = float(past.max()) if past.notna().any() else None
         rec = recommend_resource(fc, resource, 1, settings, steps, int(bound / STEP), memory_peak=peak)
         target, why = limit_change(previous, rec.target, guard.max_decrease_ratio, guard.max_increase_ratio, rec.floor)
@@ -114,16 +115,6 @@ def replay_vpa_default(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp,
     return pd.Series(out).reindex(y[start:end].index, method="ffill")
 
 
-def vpa_scores(usage: pd.Series, request: pd.Series) -> tuple[float, float]:
-    """(mean relative slack (request - usage) / request, negative counted as 0; violation rate)."""
-    u, r = usage.to_numpy(), request.to_numpy()
-    ok = ~(np.isnan(u) | np.isnan(r)) & (r > 0)
-    if not ok.any():
-        return float("nan"), float("nan")
-    slack = np.clip((r[ok] - u[ok]) / r[ok], 0, None)
-    return float(slack.mean()), float(np.mean(u[ok] > r[ok]))
-
-
 def replay_hpa(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, per: float, settings: HpaSettings,
                target_utilization: float = 0.7, forecaster: DailyChoiceForecaster | None = None,
                every: pd.Timedelta = pd.Timedelta("1h"), tolerance: float = 0.1,
@@ -133,12 +124,12 @@ def replay_hpa(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, per: float,
     settings' `startup`). Returns (demand per minute, floor per minute, serving replicas per minute, r0)."""
     forecaster = forecaster or DailyChoiceForecaster()
     check_replica_scale(y.to_numpy(dtype=float), per * target_utilization)
-    lead = pd.Timedelta(settings.startup)
+    lead = to_timedelta(settings.startup)
     look = pd.Timedelta("5min")
     d1 = y.resample("1min").ffill()[start:end]
     minutes = d1.index
     floor = np.ones(len(minutes), dtype=int)
-    stab = Stabilizer(pd.Timedelta(settings.stabilization))
+    stab = Stabilizer(to_timedelta(settings.stabilization))
     capacity = per * target_utilization * (1 + settings.floor_tolerance)
     for t in pd.date_range(start, end, freq=every, inclusive="left"):
         fc = forecaster.forecast(y, t, every + lead + 2 * STEP)

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from predictor.errors import InputError
+from contracts.errors import InputError
 from predictor.history import History, read_long_file, regularize, validate_long
 from predictor.timestamps import utc_ns
 
-DEFAULT_REPLAY = pd.Timedelta("7d")  # without `start`, the last 7 days of each series are replayed
+DEFAULT_REPLAY = pd.Timedelta(days=7)  # without `start`, the last 7 days of each series are replayed
 # (after its first day at the earliest)
 
 
@@ -57,7 +57,7 @@ def load_replay_input(path: str, step: pd.Timedelta, *, need_per_replica: bool =
             starts[key] = t
         else:
             # the last 7 days, but never the first day: decisions need some history before them
-            starts[key] = max(ends[key] - DEFAULT_REPLAY, s.index[0] + pd.Timedelta("1d")).ceil(step)
+            starts[key] = max(ends[key] - DEFAULT_REPLAY, s.index[0] + pd.Timedelta(days=1)).ceil(step)
         if starts[key] >= ends[key]:
             raise InputError(f"input {path}: series {key!r} starts replaying at {starts[key]}, after its data ends; "
                              "give a `start` inside the data, or more than a day of history")

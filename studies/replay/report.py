@@ -1,4 +1,5 @@
-"""The replay report: one self-contained HTML page (plots as base64 PNG, nothing fetched)."""
+"""The replay report: one self-contained HTML page (plots as base64 PNG, nothing fetched) with the
+scores of Tidewise and of the reference, per series and in total, and one plot per series."""
 from __future__ import annotations
 
 import html
@@ -6,20 +7,16 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from studies.pages import CSS, figure_png
 from predictor.atomic import write_text_atomic
+from training.pages import PAGE_END, figure_png, page_start, plot_blocks, pyplot, table
 
-SHOWN = pd.Timedelta("7d")
+SHOWN = pd.Timedelta(days=7)  # a week shows the daily tide and the weekly dip
 MAX_PLOTS = 100
 
 
 def plot_lines(title: str, lines: Sequence[tuple[str, pd.Series, dict]], ylabel: str) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 2.8))
+    """The last week of each (label, series, matplotlib style) line, as one base64 PNG."""
+    fig, ax = pyplot().subplots(figsize=(9, 2.8))
     for label, s, style in lines:
         s = s[s.index >= s.index.max() - SHOWN] if len(s) else s
         ax.plot(s.index, s.to_numpy(dtype=float), label=label, **style)
@@ -28,10 +25,7 @@ def plot_lines(title: str, lines: Sequence[tuple[str, pd.Series, dict]], ylabel:
     ax.tick_params(labelsize=7)
     ax.legend(fontsize=7, loc="upper left")
     fig.autofmt_xdate()
-    try:
-        return figure_png(fig)
-    finally:
-        plt.close(fig)
+    return figure_png(fig)
 
 
 def _cell(v: Any) -> str:
@@ -41,26 +35,12 @@ def _cell(v: Any) -> str:
 
 
 def render(path: str, title: str, summary: Sequence[dict[str, Any]], per_series: Sequence[dict[str, Any]],
-           plots: Sequence[tuple[str, str]], meta: str) -> None:
-    """summary: rows of the totals table; per_series: one row per series; plots: (caption, png)."""
-    def table(rows: Sequence[dict[str, Any]]) -> str:
-        if not rows:
-            return "<p>nothing to show</p>"
-        cols = list(rows[0])
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-        body = "".join("<tr>" + "".join(f'<td class="{"k" if i == 0 else ""}">{_cell(r[c])}</td>'
-                                        for i, c in enumerate(cols)) + "</tr>" for r in rows)
-        return f"<table><tr>{head}</tr>{body}</table>"
-
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>", f'<p class="meta">{html.escape(meta)}</p>',
-             "<h2>Summary</h2>", table(summary), "<h2>Per series</h2>", table(per_series), "<h2>Series</h2>"]
-    for i, (caption, png) in enumerate(plots):
-        if i >= MAX_PLOTS:
-            parts.append(f'<p class="meta">{len(plots) - MAX_PLOTS} more series not plotted.</p>')
-            break
-        parts.append(f'<div class="plot"><img alt="{html.escape(caption)}" src="data:image/png;base64,{png}">'
-                     f"<p>{html.escape(caption)}</p></div>")
-    parts.append("</body></html>")
+           plots: Sequence[tuple[str, str]], meta: str, total: int | None = None) -> None:
+    """summary: rows of the totals table; per_series: one row per series; plots: (caption, png) of
+    the first series (`total` of them in all)."""
+    parts = page_start(title, meta)
+    parts += ["<h2>Summary</h2>", table(summary, _cell), "<h2>Per series</h2>", table(per_series, _cell),
+              "<h2>Series</h2>"]
+    parts += plot_blocks([(caption, png, html.escape(caption)) for caption, png in plots], total)
+    parts.append(PAGE_END)
     write_text_atomic(path, "\n".join(parts))

@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from studies.pages import CSS, figure_png
+from studies.simulation.study import Study
 from studies.simulation.traces import DAY_MIN
+from training.pages import PAGE_END, figure_png, image, page_start, pyplot
 
 COLOURS = {"none": "#555555", "katalyst": "#d62728", "koordinator": "#1f77b4", "tidewise": "#2ca02c"}
 SOURCES = ("Traces: Cloud Cluster Capacity Dataset (Apache-2.0), Donut sample KPIs (MIT), Numenta Anomaly "
@@ -23,13 +24,9 @@ def _family(label: str) -> str:
     return label.split("@")[0]
 
 
-def plot_daily(study: Any) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 4))
+def plot_daily(study: Study) -> str:
+    """Mean utilisation over the day, per policy's default setting."""
+    fig, ax = pyplot().subplots(figsize=(9, 4))
     for r in study.results:
         if "@" in r.label:
             continue
@@ -47,18 +44,12 @@ def plot_daily(study: Any) -> str:
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     ax.set_title("Utilisation over the day, mean over nodes and days")
-    out = figure_png(fig, dpi=80)
-    plt.close(fig)
-    return out
+    return figure_png(fig, dpi=80)
 
 
-def plot_frontier(study: Any, budget: float) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+def plot_frontier(study: Study, budget: float) -> str:
+    """Shortfall against utilisation of every swept setting, one line per policy."""
+    fig, ax = pyplot().subplots(figsize=(9, 4.5))
     fams: dict[str, list] = {}
     for r in study.results:
         fams.setdefault(_family(r.label), []).append(r)
@@ -79,32 +70,26 @@ def plot_frontier(study: Any, budget: float) -> str:
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8, loc="upper left")
     ax.set_title("Shortfall versus utilisation: each policy's swept settings")
-    out = figure_png(fig, dpi=80)
-    plt.close(fig)
-    return out
+    return figure_png(fig, dpi=80)
 
 
 def _pct(x: float, digits: int = 1) -> str:
     return f"{100 * x:.{digits}f}%"
 
 
-def render_report(study: Any) -> str:
-    from studies.simulation.runner import details_json
-
-    d = details_json(study)
-    v = d["verdict"]
-    c = d["cluster"]
+def _header(study: Study, c: dict[str, Any]) -> str:
     e = html.escape
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Tidewise colocation simulation</title>"
-             f"<style>{CSS}</style></head><body>",
-             "<h1>Tidewise colocation simulation</h1>",
-             f"<p class='meta'>{c['nodes']} nodes x {c['cores_per_node']:g} cores ({c['allocatable_per_node']:g} "
-             f"allocatable), {c['services']} online services replaying {len(c['traces'])} real traces, "
-             f"requests at {_pct(c['requested_share'])} of allocatable; {study.settings.days} simulated days at "
-             f"1 minute; seed {study.settings.seed}; forecasts: model <code>{e(study.settings.forecast_model)}</code>. "
-             f"No-colocation utilisation {_pct(c['no_colocation_utilisation'])}. {e(SOURCES)}</p>"]
-    # verdict
-    parts.append("<h2>Targets (issue 6)</h2><ul>")
+    return (f"<p class='meta'>{c['nodes']} nodes x {c['cores_per_node']:g} cores ({c['allocatable_per_node']:g} "
+            f"allocatable), {c['services']} online services replaying {len(c['traces'])} real traces, "
+            f"requests at {_pct(c['requested_share'])} of allocatable; {study.settings.days} simulated days at "
+            f"1 minute; seed {study.settings.seed}; forecasts: model <code>{e(study.settings.forecast_model)}</code>. "
+            f"No-colocation utilisation {_pct(c['no_colocation_utilisation'])}. {e(SOURCES)}</p>")
+
+
+def _targets(v: dict[str, Any]) -> list[str]:
+    """The verdict against issue 6's targets, met or missed."""
+    e = html.escape
+    parts = ["<h2>Targets (issue 6)</h2><ul>"]
     if "tidewise_default" in v:
         t = v["tidewise_default"]
         ok = v["default_meets_utilisation"]
@@ -120,75 +105,109 @@ def render_report(study: Any) -> str:
                      f"{_pct(v['best_baseline']['utilisation'])}): lead {100 * v['lead']:+.1f} points — target "
                      f"&ge; +{100 * v['lead_target']:.0f}: {'met' if ok else 'missed'}</li>")
     parts.append("</ul>")
-    if v.get("equal_risk"):
-        parts.append("<p>At equal risk: each tidewise setting within the budget against the best katalyst or "
-                     "koordinator setting whose shortfall is no higher.</p><table><tr><th>tidewise setting</th>"
-                     "<th>utilisation</th><th>shortfall</th><th>best baseline at no more shortfall</th>"
-                     "<th>utilisation</th><th>shortfall</th><th>lead (points)</th></tr>")
-        for row in v["equal_risk"]:
-            if row["baseline"] is None:
-                parts.append(f"<tr><td class='k'>{e(row['tidewise'])}</td><td>{_pct(row['utilisation'])}</td>"
-                             f"<td>{_pct(row['shortfall'], 4)}</td><td colspan=4>no baseline setting this safe</td></tr>")
-                continue
-            cls = "good" if row["lead"] >= v["lead_target"] else ("bad" if row["lead"] < 0 else "")
+    return parts
+
+
+def _equal_risk(v: dict[str, Any]) -> list[str]:
+    """Each tidewise setting within the budget against the best baseline at no more shortfall."""
+    if not v.get("equal_risk"):
+        return []
+    e = html.escape
+    parts = ["<p>At equal risk: each tidewise setting within the budget against the best katalyst or "
+             "koordinator setting whose shortfall is no higher.</p><table><tr><th>tidewise setting</th>"
+             "<th>utilisation</th><th>shortfall</th><th>best baseline at no more shortfall</th>"
+             "<th>utilisation</th><th>shortfall</th><th>lead (points)</th></tr>"]
+    for row in v["equal_risk"]:
+        if row["baseline"] is None:
             parts.append(f"<tr><td class='k'>{e(row['tidewise'])}</td><td>{_pct(row['utilisation'])}</td>"
-                         f"<td>{_pct(row['shortfall'], 4)}</td><td class='k'>{e(row['baseline'])}</td>"
-                         f"<td>{_pct(row['baseline_utilisation'])}</td><td>{_pct(row['baseline_shortfall'], 4)}</td>"
-                         f"<td class='{cls}'>{100 * row['lead']:+.1f}</td></tr>")
-        parts.append("</table>")
-    # table
-    parts.append("<h2>Every policy and sweep setting</h2><table><tr><th>policy</th><th>utilisation</th>"
-                 "<th>shortfall (node-minutes)</th><th>nodes with shortfall</th><th>online core-hours delayed</th>"
-                 "<th>batch core-hours</th><th>evictions</th><th>cores held back beyond online demand</th></tr>")
-    for label, r in d["runs"].items():
-        parts.append(f"<tr><td class='k'>{e(label)}</td><td>{_pct(r['utilisation'])}</td>"
+                         f"<td>{_pct(row['shortfall'], 4)}</td><td colspan=4>no baseline setting this safe</td></tr>")
+            continue
+        cls = "good" if row["lead"] >= v["lead_target"] else ("bad" if row["lead"] < 0 else "")
+        parts.append(f"<tr><td class='k'>{e(row['tidewise'])}</td><td>{_pct(row['utilisation'])}</td>"
+                     f"<td>{_pct(row['shortfall'], 4)}</td><td class='k'>{e(row['baseline'])}</td>"
+                     f"<td>{_pct(row['baseline_utilisation'])}</td><td>{_pct(row['baseline_shortfall'], 4)}</td>"
+                     f"<td class='{cls}'>{100 * row['lead']:+.1f}</td></tr>")
+    parts.append("</table>")
+    return parts
+
+
+def _runs(runs: dict[str, dict[str, Any]]) -> list[str]:
+    """Every policy and sweep setting's totals."""
+    parts = ["<h2>Every policy and sweep setting</h2><table><tr><th>policy</th><th>utilisation</th>"
+             "<th>shortfall (node-minutes)</th><th>nodes with shortfall</th><th>online core-hours delayed</th>"
+             "<th>batch core-hours</th><th>evictions</th><th>cores held back beyond online demand</th></tr>"]
+    for label, r in runs.items():
+        parts.append(f"<tr><td class='k'>{html.escape(label)}</td><td>{_pct(r['utilisation'])}</td>"
                      f"<td>{_pct(r['shortfall'], 4)}</td><td>{r['nodes_with_shortfall']}</td>"
                      f"<td>{r['online_unserved_core_hours']:.2f}</td><td>{r['batch_core_hours']:.0f}</td>"
                      f"<td>{r['evictions']}</td><td>{r['held_back_cores']:.2f}</td></tr>")
     parts.append("</table><p class='meta'>Cores held back = allocatable - batch quota - online demand, mean per "
                  "node-minute: the room each policy leaves online work beyond what it asks for. At equal shortfall, "
                  "less is better.</p>")
-    parts.append(f"<h2>Utilisation over the day</h2><img src='data:image/png;base64,{plot_daily(study)}'>")
-    parts.append(f"<h2>Shortfall versus utilisation</h2><img src='data:image/png;base64,"
-                 f"{plot_frontier(study, v['shortfall_budget'])}'>")
-    # where tidewise holds CPU back
-    if d["tidewise_breakdown"]:
-        parts.append("<h2>Where tidewise holds CPU back</h2><p>Mean cores per node-minute. What tidewise keeps "
-                     "from batch is allocatable - quota = reserve + margin + its demand estimate (the forecast quantile's "
-                     "peak over the window, moved by the nowcast, plus the reactive term). Against the demand "
-                     "the next minute really brought, the estimate's excess splits into the day-ahead quantile's "
-                     "spread over the demand, the window's peak over that quantile, the nowcast's correction and "
-                     "the reactive term. Large positive terms are utilisation given up to forecast uncertainty; "
-                     "the reactive term is the forecasts' misses being caught after the fact.</p><table><tr>"
-                     "<th>setting</th>" + "".join(f"<th>{e(k.replace('_', ' '))}</th>"
-                                                  for k in next(iter(d["tidewise_breakdown"].values()))) + "</tr>")
-        for label, row in d["tidewise_breakdown"].items():
-            parts.append(f"<tr><td class='k'>{e(label)}</td>" + "".join(f"<td>{x:.2f}</td>" for x in row.values())
-                         + "</tr>")
-        parts.append("</table>")
-    if d["forecast_coverage"]:
-        cols = [k for k in d["forecast_coverage"][0] if k not in ("series",)]
-        parts.append("<h2>Forecast quality per series</h2><p>Share of evaluation minutes whose 1-minute demand "
-                     "exceeded each day-ahead forecast quantile (the forecasts are of each 15-minute step's peak "
-                     "minute, so a calibrated q0.95 is exceeded less than 5% of the minutes), the mean miss above "
-                     "q0.95 and the mean over-forecast below it. The over-forecast is CPU that tidewise keeps from "
-                     "batch unless the nowcast corrects it; the misses are what the reactive term catches late.</p>"
-                     "<table><tr><th>series</th>" + "".join(f"<th>{e(k)}</th>" for k in cols) + "</tr>")
-        for row in sorted(d["forecast_coverage"], key=lambda r: -r.get("exceed_q0.95", 0)):
-            cells = []
-            for k in cols:
-                x = row.get(k)
-                if isinstance(x, float) and k.startswith("exceed"):
-                    cls = " class='bad'" if k == "exceed_q0.95" and x > 0.1 else ""
-                    cells.append(f"<td{cls}>{_pct(x)}</td>")
-                elif isinstance(x, float):
-                    cells.append(f"<td>{x:.3f}</td>")
-                else:
-                    cells.append(f"<td class='k'>{e(str(x))}</td>" if isinstance(x, str) else f"<td>{x}</td>")
-            parts.append(f"<tr><td class='k'>{e(row['series'])}</td>{''.join(cells)}</tr>")
-        parts.append("</table>")
+    return parts
+
+
+def _breakdown(breakdown: dict[str, dict[str, float]]) -> list[str]:
+    """Where tidewise holds CPU back (see `runner.tidewise_breakdown`)."""
+    if not breakdown:
+        return []
+    e = html.escape
+    parts = ["<h2>Where tidewise holds CPU back</h2><p>Mean cores per node-minute. What tidewise keeps "
+             "from batch is allocatable - quota = reserve + margin + its demand estimate (the forecast quantile's "
+             "peak over the window, moved by the nowcast, plus the reactive term). Against the demand "
+             "the next minute really brought, the estimate's excess splits into the day-ahead quantile's "
+             "spread over the demand, the window's peak over that quantile, the nowcast's correction and "
+             "the reactive term. Large positive terms are utilisation given up to forecast uncertainty; "
+             "the reactive term is the forecasts' misses being caught after the fact.</p><table><tr>"
+             "<th>setting</th>" + "".join(f"<th>{e(k.replace('_', ' '))}</th>"
+                                          for k in next(iter(breakdown.values()))) + "</tr>"]
+    for label, row in breakdown.items():
+        parts.append(f"<tr><td class='k'>{e(label)}</td>" + "".join(f"<td>{x:.2f}</td>" for x in row.values())
+                     + "</tr>")
+    parts.append("</table>")
+    return parts
+
+
+def _coverage_cell(k: str, x: Any) -> str:
+    if isinstance(x, float) and k.startswith("exceed"):
+        cls = " class='bad'" if k == "exceed_q0.95" and x > 0.1 else ""
+        return f"<td{cls}>{_pct(x)}</td>"
+    if isinstance(x, float):
+        return f"<td>{x:.3f}</td>"
+    return f"<td class='k'>{html.escape(str(x))}</td>" if isinstance(x, str) else f"<td>{x}</td>"
+
+
+def _coverage(coverage: list[dict[str, Any]]) -> list[str]:
+    """Per series, how often the 1-minute demand exceeded each day-ahead forecast quantile."""
+    if not coverage:
+        return []
+    e = html.escape
+    cols = [k for k in coverage[0] if k not in ("series",)]
+    parts = ["<h2>Forecast quality per series</h2><p>Share of evaluation minutes whose 1-minute demand "
+             "exceeded each day-ahead forecast quantile (the forecasts are of each 15-minute step's peak "
+             "minute, so a calibrated q0.95 is exceeded less than 5% of the minutes), the mean miss above "
+             "q0.95 and the mean over-forecast below it. The over-forecast is CPU that tidewise keeps from "
+             "batch unless the nowcast corrects it; the misses are what the reactive term catches late.</p>"
+             "<table><tr><th>series</th>" + "".join(f"<th>{e(k)}</th>" for k in cols) + "</tr>"]
+    for row in sorted(coverage, key=lambda r: -r.get("exceed_q0.95", 0)):
+        cells = "".join(_coverage_cell(k, row.get(k)) for k in cols)
+        parts.append(f"<tr><td class='k'>{e(row['series'])}</td>{cells}</tr>")
+    parts.append("</table>")
+    return parts
+
+
+def render_report(study: Study, details: dict[str, Any]) -> str:
+    """The page, from the study (for the plots) and its `details_json` (for everything else)."""
+    v = details["verdict"]
+    parts = page_start("Tidewise colocation simulation")
+    parts.append(_header(study, details["cluster"]))
+    parts += _targets(v) + _equal_risk(v) + _runs(details["runs"])
+    parts.append(f"<h2>Utilisation over the day</h2>{image(plot_daily(study))}")
+    parts.append(f"<h2>Shortfall versus utilisation</h2>{image(plot_frontier(study, v['shortfall_budget']))}")
+    parts += _breakdown(details["tidewise_breakdown"]) + _coverage(details["forecast_coverage"])
     parts.append("<h2>Model</h2><p class='meta'>See docs/colocation-simulator.md: 1-minute control loop, quota "
                  "applied one minute after the measurement it is based on, batch throttled to its quota and evicted "
                  "(newest first) when the quota covers under half of its requests; shortfall = a node-minute where "
-                 "online demand was not fully served while batch held CPU.</p></body></html>")
+                 "online demand was not fully served while batch held CPU.</p>")
+    parts.append(PAGE_END)
     return "\n".join(parts)

@@ -2,7 +2,7 @@
 
 `run_study` is what `tidewise simulate colocation` and `benchmarks/colocation.py` call;
 `write_outputs` writes `results.json` (the fixed contract), `details.json` (what the report shows,
-machine-readable) and `report.html`.
+machine-readable) and `report.html`. The settings and the `Study` it returns are in `study`.
 """
 from __future__ import annotations
 
@@ -10,97 +10,24 @@ import contextlib
 import json
 import logging
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Callable, ContextManager
 
 import numpy as np
 
+from contracts.errors import InputError
+from predictor.atomic import write_text_atomic
+from predictor.types import finite_or_none
 from studies.simulation.cluster import Cluster, ClusterSettings, build_cluster
-from studies.simulation.engine import EngineSettings, RunResult, simulate
+from studies.simulation.engine import RunResult, simulate
 from studies.simulation.forecasts import (QUANTILES, forecast_coverage, forecast_series, forecast_traces,
-                                             node_forecasts, node_level_forecasts, node_series)
+                                          node_forecasts, node_level_forecasts, node_series)
 from studies.simulation.policies import POLICY_NAMES, NodeForecasts, Observation, Tidewise, policy_set
-from studies.simulation.traces import DAY_MIN, load_traces
-from predictor.errors import InputError
+from studies.simulation.report import render_report
+from studies.simulation.study import Study, StudySettings, details_json
+from studies.simulation.traces import DAY_MIN, Trace, load_traces
 
 log = logging.getLogger(__name__)
-
-SHORTFALL_TARGET = 0.001  # issue 6: at most 0.1% of node-minutes
-UTILISATION_TARGET = 0.65
-LEAD_TARGET = 0.05  # 5 points above the best swept baseline at that shortfall
-
-
-@dataclass
-class StudySettings:
-    traces: str  # folder laid out like ../shared/data
-    nodes: int = 40
-    days: int = 7  # evaluation days (each trace's last whole days)
-    seed: int = 0
-    policy: str = "all"
-    sweeps: bool = True
-    forecast_model: str = "auto"  # predictor.forecasting model name; auto = per-series selection
-    # node: forecast each node's online demand (node/<name>/cpu); service: forecast every trace and
-    # sum the services' quantiles per node, as the serving loop sums pods' (quantiles do not add:
-    # that holds back more CPU than the node's own quantile)
-    forecast_level: str = "node"
-    cache_dir: str | None = None  # where daily forecasts are cached (None: not cached)
-    max_history_days: int = 21  # training history per trace, at most
-    trace_names: list[str] | None = None  # only these traces (tests)
-    cluster: ClusterSettings = field(default_factory=ClusterSettings)
-    engine: EngineSettings = field(default_factory=EngineSettings)
-
-
-@dataclass
-class Study:
-    settings: StudySettings
-    cluster: Cluster
-    results: list[RunResult]
-    forecasts: NodeForecasts | None
-    coverage: list[dict]
-    breakdown: dict[str, dict[str, float]]
-
-    def results_json(self) -> dict:
-        return {"policies": {r.label: r.metrics() for r in self.results}}
-
-    def verdict(self) -> dict:
-        """The issue's targets, measured: tidewise's best setting within the shortfall budget vs the
-        best swept baseline within the same budget."""
-        def best(prefix: str) -> RunResult | None:
-            ok = [r for r in self.results if r.label.split("@")[0] == prefix and r.shortfall <= SHORTFALL_TARGET]
-            return max(ok, key=lambda r: r.utilisation) if ok else None
-
-        tw = next((r for r in self.results if r.label == "tidewise"), None)
-        tw_best = best("tidewise")
-        bases = [b for b in (best("katalyst"), best("koordinator")) if b is not None]
-        base = max(bases, key=lambda r: r.utilisation) if bases else None
-        out: dict = {"shortfall_budget": SHORTFALL_TARGET, "utilisation_target": UTILISATION_TARGET,
-                     "lead_target": LEAD_TARGET}
-        if tw is not None:
-            out["tidewise_default"] = {"label": tw.label, **tw.metrics()}
-            out["default_meets_utilisation"] = bool(tw.utilisation >= UTILISATION_TARGET and
-                                                    tw.shortfall <= SHORTFALL_TARGET)
-        if tw_best is not None:
-            out["tidewise_best"] = {"label": tw_best.label, **tw_best.metrics()}
-        if base is not None:
-            out["best_baseline"] = {"label": base.label, **base.metrics()}
-        if tw_best is not None and base is not None:
-            out["lead"] = tw_best.utilisation - base.utilisation
-            out["meets_lead"] = bool(out["lead"] >= LEAD_TARGET)
-        # equal risk: each tidewise setting within the budget against the best baseline setting whose
-        # shortfall is no higher than its own
-        rows = []
-        for r in sorted((r for r in self.results if r.label.split("@")[0] == "tidewise"
-                         and r.shortfall <= SHORTFALL_TARGET), key=lambda r: r.shortfall):
-            peers = [b for b in self.results if b.label.split("@")[0] in ("katalyst", "koordinator")
-                     and b.shortfall <= r.shortfall]
-            peer = max(peers, key=lambda b: b.utilisation) if peers else None
-            rows.append({"tidewise": r.label, "utilisation": r.utilisation, "shortfall": r.shortfall,
-                         "baseline": peer.label if peer else None,
-                         "baseline_utilisation": peer.utilisation if peer else None,
-                         "baseline_shortfall": peer.shortfall if peer else None,
-                         "lead": r.utilisation - peer.utilisation if peer else None})
-        out["equal_risk"] = rows
-        return out
 
 
 def tidewise_breakdown(cluster: Cluster, policy: Tidewise, result: RunResult) -> dict[str, float]:
@@ -140,9 +67,7 @@ def _stage(progress: ProgressFactory | None, description: str, total: int) -> Co
     return progress(description, total) if progress is not None else contextlib.nullcontext(None)
 
 
-def run_study(s: StudySettings, progress: ProgressFactory | None = None) -> Study:
-    """Everything but the writing. `progress(description, total)` (e.g. `tidewise.progress.progress`)
-    yields an `advance(n)` per stage: forecasting (per simulated day), then simulating (per day and run)."""
+def _check(s: StudySettings) -> None:
     if s.policy != "all" and s.policy not in POLICY_NAMES:
         raise InputError(f"--policy {s.policy!r}: use all or one of {', '.join(POLICY_NAMES)}")
     if s.nodes < 1:
@@ -151,6 +76,45 @@ def run_study(s: StudySettings, progress: ProgressFactory | None = None) -> Stud
         raise InputError(f"forecast level {s.forecast_level!r}: use node or service")
     if not 1 <= s.days <= 14:
         raise InputError(f"--days {s.days}: between 1 and 14 (each trace needs 5 history days before them)")
+
+
+def _service_forecasts(s: StudySettings, traces: list[Trace], cluster: Cluster, progress: ProgressFactory | None
+                       ) -> tuple[NodeForecasts, list[dict], dict[str, str]]:
+    """Every trace forecast, the services' quantiles summed per node (as the serving loop sums pods')."""
+    with _stage(progress, f"forecasting {len(traces)} traces, one call per simulated day", s.days) as adv:
+        per_trace, models = forecast_traces(traces, s.days, model=s.forecast_model, cache_dir=s.cache_dir,
+                                            progress=adv)
+    nf = node_forecasts(cluster, per_trace, models, QUANTILES)
+    names = [t.name for t in traces]
+    coverage = forecast_coverage(names, np.stack([t.eval_1min[:cluster.minutes] for t in traces]),
+                                 per_trace, QUANTILES, unit="history p99")
+    return nf, coverage, models
+
+
+def _node_forecasts(s: StudySettings, cluster: Cluster, progress: ProgressFactory | None
+                    ) -> tuple[NodeForecasts, list[dict], dict[str, str]]:
+    """Each node's online demand forecast as one series."""
+    series = node_series(cluster)
+    with _stage(progress, f"forecasting {len(series)} nodes, one call per simulated day", s.days) as adv:
+        per_node, models = forecast_series(series, s.days, model=s.forecast_model, cache_dir=s.cache_dir,
+                                           progress=adv)
+    full = np.zeros((cluster.nodes,) + per_node.shape[1:])
+    index = {name: i for i, name in enumerate(series)}
+    for n in range(cluster.nodes):
+        if f"node/node-{n:03d}/cpu" in index:
+            full[n] = per_node[index[f"node/node-{n:03d}/cpu"]]
+    nf = node_level_forecasts(cluster, full, models, QUANTILES)
+    names = [f"node/node-{n:03d}/cpu" for n in range(cluster.nodes)]
+    coverage = forecast_coverage(names, cluster.online, full, QUANTILES)
+    for n, row in enumerate(coverage):
+        row["traces"] = ", ".join(sorted({cluster.traces[x.trace].name for x in cluster.services if x.node == n}))
+    return nf, coverage, models
+
+
+def run_study(s: StudySettings, progress: ProgressFactory | None = None) -> Study:
+    """Everything but the writing. `progress(description, total)` (e.g. `tidewise.progress.progress`)
+    yields an `advance(n)` per stage: forecasting (per simulated day), then simulating (per day and run)."""
+    _check(s)
     traces = load_traces(s.traces, days=s.days, max_history_days=s.max_history_days, names=s.trace_names)
     cs = ClusterSettings(**{**asdict(s.cluster), "nodes": s.nodes})
     cluster = build_cluster(traces, cs, seed=s.seed, minutes=s.days * DAY_MIN)
@@ -160,29 +124,9 @@ def run_study(s: StudySettings, progress: ProgressFactory | None = None) -> Stud
     coverage: list[dict] = []
     if s.policy in ("all", "tidewise"):
         if s.forecast_level == "service":
-            with _stage(progress, f"forecasting {len(traces)} traces, one call per simulated day", s.days) as adv:
-                per_trace, models = forecast_traces(traces, s.days, model=s.forecast_model,
-                                                    cache_dir=s.cache_dir, progress=adv)
-            nf = node_forecasts(cluster, per_trace, models, QUANTILES)
-            names = [t.name for t in traces]
-            coverage = forecast_coverage(names, np.stack([t.eval_1min[:cluster.minutes] for t in traces]),
-                                         per_trace, QUANTILES, unit="history p99")
+            nf, coverage, models = _service_forecasts(s, traces, cluster, progress)
         else:
-            series = node_series(cluster)
-            with _stage(progress, f"forecasting {len(series)} nodes, one call per simulated day", s.days) as adv:
-                per_node, models = forecast_series(series, s.days, model=s.forecast_model,
-                                                   cache_dir=s.cache_dir, progress=adv)
-            full = np.zeros((cluster.nodes,) + per_node.shape[1:])
-            index = {name: i for i, name in enumerate(series)}
-            for n in range(cluster.nodes):
-                if f"node/node-{n:03d}/cpu" in index:
-                    full[n] = per_node[index[f"node/node-{n:03d}/cpu"]]
-            nf = node_level_forecasts(cluster, full, models, QUANTILES)
-            names = [f"node/node-{n:03d}/cpu" for n in range(cluster.nodes)]
-            coverage = forecast_coverage(names, cluster.online, full, QUANTILES)
-            for n, row in enumerate(coverage):
-                row["traces"] = ", ".join(sorted({cluster.traces[x.trace].name
-                                                  for x in cluster.services if x.node == n}))
+            nf, coverage, models = _node_forecasts(s, cluster, progress)
         for row in coverage:
             row["model"] = models.get(row["series"], "")
     policies = policy_set(s.policy, nf, sweeps=s.sweeps)
@@ -200,36 +144,13 @@ def run_study(s: StudySettings, progress: ProgressFactory | None = None) -> Stud
     return Study(s, cluster, results, nf, coverage, breakdown)
 
 
-def details_json(study: Study) -> dict:
-    c = study.cluster
-    return {
-        "settings": {k: v for k, v in asdict(study.settings).items() if k not in ("cluster", "engine")},
-        "cluster": {
-            "nodes": c.nodes, "cores_per_node": c.capacity, "allocatable_per_node": c.allocatable,
-            "services": len(c.services), "traces": [t.name for t in c.traces],
-            "requested_share": float(c.requested.sum() / (c.allocatable * c.nodes)),
-            "no_colocation_utilisation": float((c.online + c.system).mean() / c.capacity),
-            "cluster_settings": asdict(c.settings), "engine_settings": asdict(study.settings.engine),
-        },
-        "runs": {r.label: {**r.metrics(), "online_unserved_core_hours": r.online_unserved_core_hours,
-                           "held_back_cores": r.held_back,
-                           "nodes_with_shortfall": int((r.shortfall_by_node > 0).sum())} for r in study.results},
-        "verdict": study.verdict(),
-        "forecast_coverage": study.coverage,
-        "tidewise_breakdown": study.breakdown,
-    }
-
-
 def write_outputs(study: Study, out_dir: str) -> dict[str, str]:
     """results.json, details.json and report.html in out_dir (each written atomically)."""
-    from studies.simulation.report import render_report
-    from predictor.atomic import write_text_atomic
-    from predictor.types import finite_or_none
-
     os.makedirs(out_dir, exist_ok=True)
     paths = {"results": os.path.join(out_dir, "results.json"), "details": os.path.join(out_dir, "details.json"),
              "report": os.path.join(out_dir, "report.html")}
+    details = details_json(study)
     write_text_atomic(paths["results"], json.dumps(finite_or_none(study.results_json()), indent=2) + "\n")
-    write_text_atomic(paths["details"], json.dumps(finite_or_none(details_json(study)), indent=2) + "\n")
-    write_text_atomic(paths["report"], render_report(study))
+    write_text_atomic(paths["details"], json.dumps(finite_or_none(details), indent=2) + "\n")
+    write_text_atomic(paths["report"], render_report(study, details))
     return paths

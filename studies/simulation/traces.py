@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from predictor.errors import InputError
+from contracts.errors import InputError
 from predictor.timestamps import epoch_to_utc, median_step, to_utc_ns
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class Trace:
 
     @property
     def history_days(self) -> float:
-        return len(self.history) * FORECAST_STEP / pd.Timedelta("1d")
+        return len(self.history) * FORECAST_STEP / pd.Timedelta(days=1)
 
 
 def _regular(s: pd.Series) -> tuple[pd.Series, pd.Timedelta]:

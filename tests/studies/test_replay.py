@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from studies.replay.decisions import DailyChoiceForecaster, replay_hpa, replay_vpa, replay_vpa_default, vpa_scores
+from studies.replay.decisions import DailyChoiceForecaster, replay_hpa, replay_vpa, replay_vpa_default
+from studies.replay.scores import vpa_scores
 from autoscaler.settings import HpaSettings, VpaSettings
 from tests.autoscaler.test_logic_hpa import _reference
 

@@ -346,7 +346,7 @@ def test_held_back_is_what_the_quota_leaves_beyond_online_demand():
 
 def test_verdict_at_the_budget_and_at_equal_risk():
     from studies.simulation.engine import RunResult
-    from studies.simulation.runner import Study
+    from studies.simulation.study import Study
 
     def run(label, util, short):
         z = np.zeros(1)
@@ -366,7 +366,8 @@ def test_verdict_at_the_budget_and_at_equal_risk():
 
 @needs_shared_data
 def test_study_at_service_level_forecasts_every_trace():
-    from studies.simulation.runner import StudySettings, run_study
+    from studies.simulation.runner import run_study
+    from studies.simulation.study import StudySettings
 
     s = StudySettings(traces=SHARED_DATA, nodes=2, days=1, policy="tidewise", sweeps=False,
                       forecast_model="seasonal_naive_daily", forecast_level="service", trace_names=TRACES)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any
 
 HELP = """\
 Generate a synthetic cluster (12 workloads in 3 namespaces on 4 nodes, 21 days at 5 minutes, with
@@ -34,23 +35,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    import os
-
-    import pandas as pd
     from rich.console import Console
-    from rich.table import Table
 
-    from predictor.atomic import write_text_atomic
+    from studies.demo import generate_demo, profile_and_forecast, write_demo_outputs, write_demo_report
     from predictor.durations import parse_duration
     from contracts.errors import InputError
-    from predictor.forecasting import ForecastRequest, forecast_history, forecasts_to_frame
-    from predictor.history import history_from_frame, write_long
-    from predictor.profile import build_profiles
-    from predictor.sources.synthetic import generate_cluster
     from tidewise.paths import prepare_output_dir
     from tidewise.progress import progress
-    from training.report import render_report
 
     # upper bounds keep the demo a demo (21 days x 12 workloads is ~150,000 rows; these are 1,000 times that)
     if not (1 <= args.workloads <= 10_000 and 1 <= args.nodes <= 1_000 and 1 <= args.namespaces <= 1_000):
@@ -58,46 +49,36 @@ def run(args: argparse.Namespace) -> int:
     if not 2 <= args.days <= 365:  # also refuses nan and inf
         raise InputError(f"--days {args.days:g}: use 2 to 365 (at least 2 days for a daily tide)")
     horizon = parse_duration(args.horizon, what="--horizon")
-    step = pd.Timedelta("5m")
     t0 = time.perf_counter()
     prepare_output_dir(args.out)  # the folder, not a chain of them: its parent must exist
     err = Console(stderr=True)
     err.print(f"[bold]tidewise demo[/]: {args.workloads} workloads, {args.namespaces} namespaces, "
               f"{args.nodes} nodes, {args.days:g} days at 5 min -> {args.out}/")
-
-    cluster = generate_cluster(seed=args.seed, workloads=args.workloads, namespaces=args.namespaces,
-                               nodes=args.nodes, days=args.days, step=step)
-    frame = cluster.history()
-    write_long(frame, os.path.join(args.out, "history.parquet"))
-    history = history_from_frame(frame, step, "synthetic")
-    err.print(f"generated {len(history.series)} series, {len(frame):,} samples, "
+    cluster, history, rows = generate_demo(args.out, args.seed, args.workloads, args.namespaces, args.nodes,
+                                           args.days)
+    err.print(f"generated {len(history.series)} series, {rows:,} samples, "
               f"{len(history.gaps)} with gaps ({time.perf_counter() - t0:.1f} s)")
-
-    with progress("profiling", len(history.series)) as advance:
-        profiles = build_profiles(history)
-        advance(len(profiles))
-    write_text_atomic(os.path.join(args.out, "profiles.json"),
-                      json.dumps({k: p.to_dict() for k, p in profiles.items()}, indent=1, allow_nan=False) + "\n")
-
-    req = ForecastRequest(horizon=horizon, step=step)
-    with progress("forecasting", len(history.series)) as advance:
-        forecasts = forecast_history(history, req, progress=advance)
-    fc_frame = forecasts_to_frame(forecasts)
-    write_long(fc_frame, os.path.join(args.out, "forecasts.csv"))
-
-    prof_dicts = {k: p.to_dict() for k, p in profiles.items()}
-    render_report(os.path.join(args.out, "report.html"), history, forecasts, prof_dicts,
-                  title="Tidewise demo: synthetic cluster",
-                  meta=f"{args.workloads} workloads in {args.namespaces} namespaces on {args.nodes} nodes; "
-                       f"{args.days:g} days of 5-minute history; forecasts for the next {args.horizon}.")
-
+    profiles, forecasts = profile_and_forecast(args.out, history, horizon, progress)
+    write_demo_report(args.out, history, forecasts, profiles,
+                      meta=f"{args.workloads} workloads in {args.namespaces} namespaces on {args.nodes} nodes; "
+                           f"{args.days:g} days of 5-minute history; forecasts for the next {args.horizon}.")
     with progress("serving loop, once, offline (dry-run file sink)", 1) as advance:
-        from studies.demo import write_demo_outputs
-
         served = write_demo_outputs(cluster, history, args.out)
         advance(1)
+    print_summary(cluster, history, profiles, forecasts, args.horizon)
+    print(f"serving loop: {served['outcome']}; {len(served['files'])} objects would change -> "
+          f"{args.out}/recommendations/ (cluster: {args.out}/cluster-state.yaml)", file=sys.stderr)
+    print(f"wrote {args.out}/history.parquet, forecasts.csv, profiles.json, report.html, cluster-state.yaml, "
+          f"recommendations/ in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    return 0
 
-    table = Table(title=f"Tidewise demo — next {args.horizon}")
+
+def print_summary(cluster: Any, history: Any, profiles: dict, forecasts: list, horizon: str) -> None:
+    """The table on stdout: per workload its class, peak window, CPU now and the forecast peaks."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Tidewise demo — next {horizon}")
     for col in ("workload", "class (cpu)", "peak window", "cpu now", "cpu q0.95 max", "mem q0.95 max", "model (cpu)"):
         table.add_column(col, justify="left" if col in ("workload", "class (cpu)", "peak window", "model (cpu)") else "right")
     by_id = {f.series: f for f in forecasts}
@@ -117,8 +98,3 @@ def run(args: argparse.Namespace) -> int:
     if not out.is_terminal:
         out = Console(width=130)
     out.print(table)
-    print(f"serving loop: {served['outcome']}; {len(served['files'])} objects would change -> "
-          f"{args.out}/recommendations/ (cluster: {args.out}/cluster-state.yaml)", file=sys.stderr)
-    print(f"wrote {args.out}/history.parquet, forecasts.csv, profiles.json, report.html, cluster-state.yaml, "
-          f"recommendations/ in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    return 0

@@ -44,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from studies.simulation.runner import StudySettings, run_study, write_outputs
+    from studies.simulation.runner import run_study, write_outputs
+    from studies.simulation.study import StudySettings
     from contracts.errors import InputError
     from predictor.models import MODELS
     from tidewise.paths import prepare_output_dir

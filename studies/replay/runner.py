@@ -1,0 +1,130 @@
+"""Replay every series of an input (`tidewise replay vpa|hpa`): Tidewise's decisions from the past
+only, the reference's on the same data, the decisions table and the report's plots.
+
+The decisions are `studies.replay.decisions` (the serving loop's logic in `autoscaler.logic`);
+this module only fans out over series and shapes the results.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pandas as pd
+
+from autoscaler.logic.hpa import TooManyReplicas, check_replica_scale, simulate_reactive_hpa
+from autoscaler.settings import HpaSettings, VpaSettings
+from contracts.errors import InputError
+from studies.replay.decisions import DailyChoiceForecaster, replay_hpa, replay_vpa_decisions, replay_vpa_default
+from studies.replay.inputs import ReplayInput
+from studies.replay.report import MAX_PLOTS, plot_lines, render
+from studies.replay.scores import request_in_force
+
+MINUTE = pd.Timedelta("1min")
+VPA_COLUMNS = ["series", "timestamp", "target", "lower_bound", "upper_bound"]
+HPA_COLUMNS = ["series", "timestamp", "replicas"]
+Progress = Callable[[str, int], Any]  # tidewise.progress.progress: a context manager yielding advance(n)
+
+
+@dataclass
+class ReplaySettings:
+    """What one replay runs: the kind, the model, and each kind's knobs (as the command line gives them)."""
+
+    kind: str  # vpa or hpa
+    model: str = "auto"  # auto (chosen per series each UTC midnight) or one cheap model name
+    every: pd.Timedelta = pd.Timedelta("1h")  # VPA decision interval
+    target_utilization: float = 0.7  # HPA
+    tolerance: float = 0.1  # HPA
+    startup: pd.Timedelta = pd.Timedelta("2m")  # HPA: a replica serves this long after it is asked for
+    stabilization: pd.Timedelta = pd.Timedelta("5m")  # HPA scale-down stabilisation window
+    hpa: HpaSettings = field(default_factory=HpaSettings)
+
+    @property
+    def stabilization_minutes(self) -> int:
+        return max(1, int(self.stabilization / MINUTE))
+
+
+def check_scales(data: ReplayInput, target_utilization: float, path: str) -> None:
+    """Refuse, before any work, a series whose replica count would be absurd (a unit mistake)."""
+    for key, per in data.per_replica.items():
+        try:
+            check_replica_scale(data.history.series[key].to_numpy(dtype=float), per * target_utilization)
+        except TooManyReplicas as exc:
+            raise InputError(f"input {path}: series {key!r}: {exc}") from None
+
+
+def replay_hpa_series(key: str, y: pd.Series, data: ReplayInput, s: ReplaySettings, path: str
+                      ) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Tidewise's serving replicas per minute and the reactive HPA's, on one series."""
+    start, end, per = data.start[key], data.end[key], data.per_replica[key]
+    fc = DailyChoiceForecaster(key=key, model=s.model)
+    try:
+        demand, floor, serving, r0 = replay_hpa(y, start, end, per, s.hpa, s.target_utilization, fc,
+                                                tolerance=s.tolerance, stabilization_minutes=s.stabilization_minutes)
+    except TooManyReplicas as exc:
+        raise InputError(f"input {path}: series {key!r}: {exc}") from None
+    minutes = y.resample("1min").ffill()[start:end].index
+    reactive = simulate_reactive_hpa(
+        demand, per, r0, target_utilization=s.target_utilization, tolerance=s.tolerance,
+        stabilization_minutes=s.stabilization_minutes, startup_minutes=int(-(-s.startup // MINUTE)))
+    result = {"minutes": minutes, "demand": demand, "floor": floor, "serving": serving, "reference": reactive,
+              "per": per}
+    return result, pd.DataFrame({"series": key, "timestamp": minutes, "replicas": serving.astype(int)})
+
+
+def replay_vpa_series(key: str, y: pd.Series, data: ReplayInput, s: ReplaySettings
+                      ) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Tidewise's VPA decisions every `s.every` and the stock VPA's request, on one series."""
+    start, end = data.start[key], data.end[key]
+    fc = DailyChoiceForecaster(key=key, model=s.model)
+    resource = "memory" if key.rsplit("/", 1)[-1] == "memory" else "cpu"
+    dec = replay_vpa_decisions(y, start, end, VpaSettings(), fc, s.every, resource=resource)
+    use = y[(y.index >= start) & (y.index < end)]
+    result = {"usage": use, "decisions": dec, "reference": replay_vpa_default(y, start, end, s.every).reindex(use.index)}
+    return result, dec.drop(columns="reason").assign(series=key)
+
+
+def replay_all(data: ReplayInput, s: ReplaySettings, path: str, progress: Progress
+               ) -> tuple[dict[str, dict[str, Any]], pd.DataFrame]:
+    """(per-series results for scoring and plotting, the decisions table to write)."""
+    result: dict[str, dict[str, Any]] = {}
+    parts = []
+    with progress(f"replaying {s.kind}", len(data.history.series)) as advance:
+        for key, y in data.history.series.items():
+            if s.kind == "hpa":
+                result[key], part = replay_hpa_series(key, y, data, s, path)
+            else:
+                result[key], part = replay_vpa_series(key, y, data, s)
+            parts.append(part)
+            advance(1)
+    cols = HPA_COLUMNS if s.kind == "hpa" else VPA_COLUMNS
+    out = pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+    return result, out
+
+
+def series_plot(key: str, r: dict[str, Any], s: ReplaySettings) -> str:
+    """One series' plot: usage and both requests (VPA), or needed and serving replicas (HPA)."""
+    if s.kind == "vpa":
+        lines = [("usage", r["usage"], {"color": "#444", "lw": 0.7}),
+                 ("tidewise request", request_in_force(r), {"color": "#1f77b4", "lw": 1.2}),
+                 ("stock VPA request", r["reference"], {"color": "#d62728", "lw": 1.0, "ls": "--"})]
+        return plot_lines(key, lines, "usage")
+    idx = r["minutes"]
+    need = pd.Series(r["demand"], index=idx) / (r["per"] * s.target_utilization)
+    lines = [("demand / (per_replica x target)", need, {"color": "#444", "lw": 0.7}),
+             ("tidewise serving replicas", pd.Series(r["serving"], index=idx), {"color": "#1f77b4", "lw": 1.0}),
+             ("reactive HPA replicas", pd.Series(r["reference"], index=idx), {"color": "#d62728", "lw": 0.8, "ls": "--"})]
+    return plot_lines(key, lines, "replicas")
+
+
+def write_report(path: str, s: ReplaySettings, result: dict[str, dict[str, Any]], summary: list[dict[str, Any]],
+                 per_series: list[dict[str, Any]], input_path: str, progress: Progress) -> None:
+    """The HTML report: scores, then one plot for each of the first MAX_PLOTS series."""
+    plots = []
+    keys = list(result)[:MAX_PLOTS]
+    with progress("plotting report", len(keys)) as advance:
+        for key in keys:
+            plots.append((key, series_plot(key, result[key], s)))
+            advance(1)
+    meta = (f"{len(result)} series from {input_path}; the last 7 days are plotted; each decision uses only "
+            "data before its time (model chosen each UTC midnight, refitted hourly).")
+    render(path, f"Tidewise replay — {s.kind.upper()}", summary, per_series, plots, meta, total=len(result))
