@@ -59,7 +59,7 @@ def tidewise_runner(model: str = "auto", **kw) -> Callable[[dict[str, pd.Series]
 
     def run(hists: dict[str, pd.Series], origin: pd.Timestamp) -> dict[str, np.ndarray]:
         hist = _history_of(hists)
-        req = ForecastRequest(pd.Timedelta("1d"), pd.Timedelta("5min"), QS, model, origin, **kw)
+        req = ForecastRequest(pd.Timedelta(days=1), pd.Timedelta("5min"), QS, model, origin, **kw)
         fcs = forecast_history(hist, req)
         return {f.series: f.values for f in fcs}
 
@@ -268,7 +268,7 @@ def run_scale(quick: bool) -> dict:
         # registry that lists each copy with its original's choice (the serving cost is measured)
         copies = max(1, n_serve // len(hist.series))
         # 15 days: enough for every stored model (weekly seasonal naive needs two weeks)
-        recent = hist.window(hist.end - pd.Timedelta("15d"), None)
+        recent = hist.window(hist.end - pd.Timedelta(days=15), None)
         big = _replicate(recent, copies)
         reg = load_version(os.path.join(work, "reg"))
         entries = {}
@@ -282,7 +282,7 @@ def run_scale(quick: bool) -> dict:
 
         def do_serve():
             t0 = time.perf_counter()
-            fcs = forecast_with_registry(serve_dir, big, ForecastRequest(pd.Timedelta("1d"), pd.Timedelta("5min")))
+            fcs = forecast_with_registry(serve_dir, big, ForecastRequest(pd.Timedelta(days=1), pd.Timedelta("5min")))
             return time.perf_counter() - t0, len(fcs), bool(all(np.isfinite(f.values).all() for f in fcs))
 
         (secs, n, ok), rss = _in_child(do_serve)
@@ -292,7 +292,7 @@ def run_scale(quick: bool) -> dict:
         # input (23M rows) within memory — series whose stored model needs two weeks fall back to
         # the decaying histogram there, as the forecast notes say
         inp, out = os.path.join(work, "recent.parquet"), os.path.join(work, "forecast.csv")
-        short = big.window(big.end - pd.Timedelta("8d"), None)
+        short = big.window(big.end - pd.Timedelta(days=8), None)
         del big
         short.to_long().to_parquet(inp, index=False)
         del short

@@ -62,7 +62,7 @@ def build_profile(key: str, y: pd.Series, step: pd.Timedelta) -> ServiceProfile:
     ratio = hi / lo if lo > 0 else None
 
     # usual level for each weekday x quarter-hour, and how far spikes rise above it
-    slot = v.index.dayofweek * 96 + v.index.hour * 4 + v.index.minute // 15
+    slot = v.index.day_of_week * 96 + v.index.hour * 4 + v.index.minute // 15
     usual = v.groupby(slot).transform("median")
     resid = (v - usual).to_numpy()
     burst = float((np.quantile(resid, 0.995) - np.median(resid)) / abs(mean)) if mean else 0.0
@@ -117,7 +117,7 @@ def _trend(v: pd.Series, step: pd.Timedelta, mean: float) -> tuple[float, bool]:
 
 def _weekly_curves(v: pd.Series) -> tuple[list[list[float | None]], list[list[float | None]]]:
     """weekday (Monday = 0) x quarter-hour -> P50 and P95; None where no sample falls."""
-    slot = pd.MultiIndex.from_arrays([v.index.dayofweek, v.index.hour * 4 + v.index.minute // 15])
+    slot = pd.MultiIndex.from_arrays([v.index.day_of_week, v.index.hour * 4 + v.index.minute // 15])
     g = v.groupby(slot)
     full = pd.MultiIndex.from_product([range(7), range(96)])
     out = []

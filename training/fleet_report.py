@@ -40,7 +40,7 @@ def fleet_rows(reg, profiles: dict[str, dict], forecasts=()) -> list[dict]:
 
 
 def write_registry_report(registry_dir: str, out: str, *, input_path: str | None = None,
-                          horizon: pd.Timedelta = pd.Timedelta("1d"), max_plots: int = 200,
+                          horizon: pd.Timedelta = pd.Timedelta(days=1), max_plots: int = 200,
                           key: bytes | None = None) -> str:
     """Write the report of the latest verified version; returns a one-line summary."""
     reg = load_version(registry_dir, key=key)

@@ -21,7 +21,7 @@ from training.pages import PAGE_END, figure_png, page_start, plot_blocks, pyplot
 
 log = logging.getLogger(__name__)
 
-HISTORY_SHOWN = pd.Timedelta("7d")  # a week of context shows the weekly dip and last peaks
+HISTORY_SHOWN = pd.Timedelta(days=7)  # a week of context shows the weekly dip and last peaks
 MAX_PLOTS = 200  # beyond this the page gets heavy (~40 KB per PNG); the table still lists all
 
 FLEET_COLUMNS = [

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
 
+from predictor.durations import to_timedelta
 from predictor.timestamps import median_step
 
 
@@ -32,7 +33,7 @@ class Forecaster(BaseEstimator):
 
     def history_needed(self) -> pd.Timedelta:
         """`min_history`; models whose need depends on a parameter (a season) override this."""
-        return pd.Timedelta(self.min_history)
+        return to_timedelta(self.min_history)
 
     def fit(self, y: pd.Series) -> "Forecaster":
         y = check_series(y)
@@ -94,4 +95,4 @@ def non_crossing(values: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
 
 
 def steps_in(duration: str | pd.Timedelta, step: pd.Timedelta) -> int:
-    return max(1, int(round(pd.Timedelta(duration) / step)))
+    return max(1, int(round(to_timedelta(duration) / step)))

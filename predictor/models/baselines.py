@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from predictor.durations import WEEK, to_timedelta
 from predictor.history import fill_short_gaps
 from predictor.models.base import Forecaster, steps_in
 
@@ -16,7 +17,7 @@ class SeasonalNaive(Forecaster):
 
     def history_needed(self) -> pd.Timedelta:
         """Two seasons: the last one repeated, and one before it for the residuals."""
-        return 2 * pd.Timedelta(self.season)
+        return 2 * to_timedelta(self.season)
 
     def __init__(self, season: str = "1d", residual_window: str = "7d"):
         self.season = season
@@ -24,7 +25,7 @@ class SeasonalNaive(Forecaster):
 
     @property
     def label(self) -> str:
-        return f"seasonal_naive_{'weekly' if pd.Timedelta(self.season) >= pd.Timedelta('7d') else 'daily'}"
+        return f"seasonal_naive_{'weekly' if to_timedelta(self.season) >= WEEK else 'daily'}"
 
     def _fit(self, y: pd.Series) -> None:
         m = steps_in(self.season, self.step_)
@@ -66,11 +67,11 @@ class DecayingHistogram(Forecaster):
         self.window = window
 
     def _fit(self, y: pd.Series) -> None:
-        recent = y[y.index > y.index[-1] - pd.Timedelta(self.window)].dropna()
+        recent = y[y.index > y.index[-1] - to_timedelta(self.window)].dropna()
         if recent.empty:
             raise ValueError(f"no value in the last {self.window} of history")
         age = (y.index[-1] - recent.index).total_seconds().to_numpy()
-        w = np.power(2.0, -age / pd.Timedelta(self.half_life).total_seconds())
+        w = np.power(2.0, -age / to_timedelta(self.half_life).total_seconds())
         order = np.argsort(recent.to_numpy(), kind="stable")
         self.values_ = recent.to_numpy()[order]
         cw = np.cumsum(w[order])

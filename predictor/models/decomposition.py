@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from predictor.durations import DAY, to_timedelta
 from predictor.history import fill_short_gaps
 from predictor.models.base import Forecaster
 from predictor.timestamps import epoch_ns
@@ -27,7 +28,7 @@ class STLForecaster(Forecaster):
 
     def history_needed(self) -> pd.Timedelta:
         """Two days for STL; MSTL is only itself (weekly) with two weeks and a day."""
-        return pd.Timedelta("15d") if self.weekly else pd.Timedelta(self.min_history)
+        return pd.Timedelta(days=15) if self.weekly else to_timedelta(self.min_history)
 
     def __init__(self, coarse_step: str = "1h", weekly: bool = False, trend_damping: float = 0.98,
                  robust: bool = False):
@@ -43,10 +44,10 @@ class STLForecaster(Forecaster):
     def _fit(self, y: pd.Series) -> None:
         from statsmodels.tsa.seasonal import MSTL, STL
 
-        coarse = pd.Timedelta(self.coarse_step)
+        coarse = to_timedelta(self.coarse_step)
         if coarse < self.step_:
             raise ValueError(f"coarse_step {self.coarse_step} is finer than the series step {self.step_}")
-        per_day = int(round(pd.Timedelta("1d") / coarse))
+        per_day = int(round(DAY / coarse))
         c = fill_short_gaps(y, self.step_).resample(coarse).mean()
         c = c.interpolate(limit_direction="both")
         if c.isna().all() or len(c) < 2 * per_day:
@@ -79,7 +80,7 @@ class STLForecaster(Forecaster):
         self.remainder_last_ = float(remainder[-1]) if np.isfinite(remainder[-1]) else 0.0
         fitted = pd.Series(trend + seasonal.sum(axis=1), index=c.index + coarse / 2)
         fine = self._to_fine(fitted, y.index)
-        resid = (y.to_numpy() - fine)[-7 * int(round(pd.Timedelta("1d") / self.step_)):]
+        resid = (y.to_numpy() - fine)[-7 * int(round(DAY / self.step_)):]
         resid = resid[np.isfinite(resid)]
         self.residuals_ = resid if len(resid) else np.zeros(1)
 

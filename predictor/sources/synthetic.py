@@ -14,6 +14,7 @@ from typing import TextIO
 import numpy as np
 import pandas as pd
 
+from predictor.durations import to_timedelta
 from predictor.timestamps import epoch_ns, utc_ns
 from predictor.types import SeriesKey
 
@@ -87,7 +88,7 @@ class SyntheticCluster:
         rng = np.random.default_rng(self.seed * 1_000_003 + salt)
         t_h = (epoch_ns(idx) // 10**9) / 3600.0
         hour = t_h % 24
-        weekday = idx.dayofweek.to_numpy()
+        weekday = idx.day_of_week.to_numpy()
         days = (idx - self.start).total_seconds().to_numpy() / 86400
         tide = _daily_tide(hour, w.peak_hour)
         week = np.where(weekday >= 5, w.weekend, 1.0)
@@ -221,7 +222,7 @@ def generate_cluster(
     if workloads < 1 or namespaces < 1 or nodes < 1 or days <= 0:
         raise ValueError("workloads, namespaces, nodes and days must be positive")
     rng = np.random.default_rng(seed)
-    step = pd.Timedelta(step)
+    step = to_timedelta(step)
     end_ts = utc_ns(end) if end is not None else utc_ns(pd.Timestamp.now(tz="UTC").floor("D"))
     start = (end_ts - pd.Timedelta(days=days)).floor(step)
     ns_names = ["shop", "search", "platform", "data", "media", "ml"][:namespaces] + [f"ns{i}" for i in range(6, namespaces)]

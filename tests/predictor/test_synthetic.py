@@ -37,8 +37,8 @@ def test_tides_are_daily_and_weekly():
     y = c.usage(w, "cpu")
     step = pd.Timedelta("5min")
     assert acf_at(y, DAY, step) > 0.6
-    weekday = y[y.index.dayofweek < 5].mean()
-    weekend = y[y.index.dayofweek >= 5].mean()
+    weekday = y[y.index.day_of_week < 5].mean()
+    weekend = y[y.index.day_of_week >= 5].mean()
     assert weekend < 0.95 * weekday
 
 

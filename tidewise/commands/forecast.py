@@ -65,11 +65,11 @@ def check_grid(horizon_text: str, step_text: str):
 
     horizon = parse_duration(horizon_text, what="--horizon")
     step = parse_duration(step_text, what="--step")
-    if not pd.Timedelta(MIN_STEP) <= step <= pd.Timedelta(MAX_STEP):
+    if not parse_duration(MIN_STEP) <= step <= parse_duration(MAX_STEP):
         raise InputError(f"--step {step_text}: use {MIN_STEP} to {MAX_STEP} (the models' seasons are daily and weekly)")
     if horizon < step:
         raise InputError(f"--horizon {horizon_text} is shorter than --step {step_text}")
-    if horizon > pd.Timedelta(MAX_HORIZON):
+    if horizon > parse_duration(MAX_HORIZON):
         raise InputError(f"--horizon {horizon_text}: at most {MAX_HORIZON} (the models know daily and weekly "
                          "seasons; further ahead they would only repeat them)")
     if horizon / step > MAX_STEPS:
@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from contracts.errors import InputError
+    from predictor.durations import parse_duration
     from predictor.forecasting import ForecastRequest, forecast_history, forecasts_to_frame
     from predictor.history import load_history, write_long
     from predictor.models import MODELS
@@ -141,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
     warnings = check_series_lengths(history, args.input, horizon)
     if origin is not None:
         last = max(y.index[-1] for y in history.series.values())
-        if not last - pd.Timedelta(MAX_HORIZON) <= origin <= last + pd.Timedelta(MAX_HORIZON):
+        furthest = parse_duration(MAX_HORIZON)
+        if not last - furthest <= origin <= last + furthest:
             raise InputError(f"--origin {args.origin}: at most {MAX_HORIZON} from the input's latest timestamp {last}")
     req = ForecastRequest(horizon=horizon, step=step, quantiles=quantiles, model=args.model, origin=origin)
     if args.registry_key and not args.registry:

@@ -71,7 +71,7 @@ def load_source_history(args: argparse.Namespace, step):
         from predictor.history import history_from_frame
         from predictor.sources.synthetic import generate_cluster
 
-        cluster = generate_cluster(seed=args.seed, workloads=args.workloads, days=window / pd.Timedelta("1d"), step=step)
+        cluster = generate_cluster(seed=args.seed, workloads=args.workloads, days=window / pd.Timedelta(days=1), step=step)
         return history_from_frame(cluster.history(), step, source="synthetic")
     from predictor.sources.prometheus import PrometheusSource
     from tidewise.commands.fetch import prometheus_settings
