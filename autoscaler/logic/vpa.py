@@ -20,6 +20,7 @@ import numpy as np
 from autoscaler.model.decisions import Reason, ResourceRecommendation
 from autoscaler.settings import VpaSettings
 from contracts.quantity import to_units, usage_to_units
+from predictor.decaying_histogram import cdf_quantiles, decaying_cdf
 from predictor.types import Forecast
 
 DEFAULT_CONTROLLED = ("cpu", "memory")
@@ -155,8 +156,5 @@ def vpa_default_request(values: np.ndarray, ages_hours: np.ndarray, half_life_ho
     v, a = values[ok], ages_hours[ok]
     if len(v) == 0:
         return float("nan")
-    w = np.power(2.0, -a / half_life_hours)
-    order = np.argsort(v, kind="stable")
-    cw = np.cumsum(w[order])
-    cw /= cw[-1]
-    return float(v[order][min(np.searchsorted(cw, percentile), len(v) - 1)] * (1 + margin))
+    ordered, cumulative = decaying_cdf(v, a, half_life_hours)
+    return float(cdf_quantiles(ordered, cumulative, percentile) * (1 + margin))

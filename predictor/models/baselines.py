@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from predictor.decaying_histogram import cdf_quantiles, decaying_cdf
 from predictor.durations import WEEK, to_timedelta
 from predictor.history import fill_short_gaps
 from predictor.models.base import Forecaster, steps_in
@@ -71,12 +72,8 @@ class DecayingHistogram(Forecaster):
         if recent.empty:
             raise ValueError(f"no value in the last {self.window} of history")
         age = (y.index[-1] - recent.index).total_seconds().to_numpy()
-        w = np.power(2.0, -age / to_timedelta(self.half_life).total_seconds())
-        order = np.argsort(recent.to_numpy(), kind="stable")
-        self.values_ = recent.to_numpy()[order]
-        cw = np.cumsum(w[order])
-        self.cum_weights_ = cw / cw[-1]
+        self.values_, self.cum_weights_ = decaying_cdf(recent.to_numpy(), age,
+                                                       to_timedelta(self.half_life).total_seconds())
 
     def _predict(self, horizon: int, quantiles: np.ndarray) -> np.ndarray:
-        idx = np.minimum(np.searchsorted(self.cum_weights_, quantiles), len(self.values_) - 1)
-        return np.tile(self.values_[idx], (horizon, 1))
+        return np.tile(cdf_quantiles(self.values_, self.cum_weights_, quantiles), (horizon, 1))
