@@ -13,7 +13,16 @@ FORBIDDEN = {
     "training": {"autoscaler", "node_enforcer", "kubernetes", "studies"},
     # offline studies drive the serving logic (autoscaler, predictor, training); nothing serving imports them
     "studies": {"node_enforcer", "tidewise"},
+    # a benchmark measures the shipped code; what it needs from tests moves into the package or benchmarks/
+    "benchmarks": {"tests"},
 }
+# Inside the node agent, policy is pure (topology + pods + plan in, a plan out): it reads neither
+# the collectors (/proc, the kubelet, the API) nor the enforcers (cgroup writes, evictions).
+FORBIDDEN_INSIDE = {
+    os.path.join("node_enforcer", "policy"): {"node_enforcer.collect", "node_enforcer.enforce"},
+}
+# the shared vocabulary both halves import: the node agent must not pay for numpy/pandas through it
+STDLIB_ONLY = ("contracts",)
 
 
 def imports_of(path):
@@ -25,14 +34,48 @@ def imports_of(path):
             yield node.module.split(".")[0]
 
 
+def modules_of(path):
+    """Full dotted names imported by a file, relative imports resolved against its package."""
+    package = os.path.relpath(os.path.dirname(path), ROOT).split(os.sep)
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package[:len(package) - node.level + 1]) if node.level else ""
+            module = ".".join(p for p in (base, node.module or "") if p)
+            yield module
+            yield from (f"{module}.{a.name}" for a in node.names)  # `from node_enforcer import collect`
+
+
+def python_files(folder):
+    for here, _, files in os.walk(os.path.join(ROOT, folder)):
+        yield from (os.path.join(here, f) for f in files if f.endswith(".py"))
+
+
 def test_packages_respect_the_import_rules():
     bad = []
     for pkg, forbidden in FORBIDDEN.items():
-        for folder, _, files in os.walk(os.path.join(ROOT, pkg)):
-            for f in files:
-                if f.endswith(".py"):
-                    path = os.path.join(folder, f)
-                    bad += [f"{os.path.relpath(path, ROOT)} imports {m}" for m in imports_of(path) if m in forbidden]
+        for path in python_files(pkg):
+            bad += [f"{os.path.relpath(path, ROOT)} imports {m}" for m in imports_of(path) if m in forbidden]
+    assert not bad, bad
+
+
+def test_subpackages_respect_the_import_rules():
+    """Holds trivially for a folder that does not exist (yet)."""
+    bad = []
+    for folder, forbidden in FORBIDDEN_INSIDE.items():
+        for path in python_files(folder):
+            bad += [f"{os.path.relpath(path, ROOT)} imports {m}" for m in modules_of(path)
+                    if any(m == f or m.startswith(f + ".") for f in forbidden)]
+    assert not bad, bad
+
+
+def test_contracts_import_only_the_standard_library():
+    assert os.path.isdir(os.path.join(ROOT, "contracts"))
+    allowed = set(sys.stdlib_module_names) | set(STDLIB_ONLY)
+    bad = [f"{os.path.relpath(path, ROOT)} imports {m}" for pkg in STDLIB_ONLY for path in python_files(pkg)
+           for m in imports_of(path) if m not in allowed]
     assert not bad, bad
 
 
