@@ -235,7 +235,8 @@ def run_scale(quick: bool) -> dict:
     import tempfile
 
     from predictor.forecasting import ForecastRequest
-    from predictor.registry import forecast_with_registry, load_version, write_version
+    from predictor.registry import load_version, write_version
+    from predictor.serving import forecast_with_registry
     from training.pipeline import TrainSettings, train
 
     n_train, n_serve = (100, 1000) if quick else (1000, 10000)

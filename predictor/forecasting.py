@@ -22,10 +22,11 @@ import pandas as pd
 from predictor.calibration import apply_shifts
 from predictor.history import History
 from predictor.models import MODELS, DecayingHistogram, Forecaster
+from predictor.models.choice import Choice, ChoiceForecaster, history_needed, make_model, predict_from
 from predictor.models.gbm import GlobalGBM
 from predictor.durations import DAY, WEEK
 from predictor.seasonality import SEASONAL_ACF, acf_at
-from predictor.selection import ENSEMBLE, GLOBAL, Choice, backtest, choose, default_candidates, history_needed
+from predictor.selection import backtest, choose, default_candidates
 from predictor.types import Forecast
 
 log = logging.getLogger(__name__)
@@ -51,16 +52,6 @@ class ForecastRequest:
         return int(self.horizon / self.step)
 
 
-def make_model(name: str, quantiles: Sequence[float] | None = None) -> Forecaster:
-    """A fresh model by registry name; quantile models are built for the requested quantiles."""
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}: use one of {sorted(MODELS)}")
-    m = MODELS[name]()
-    if quantiles is not None and "quantiles" in m.get_params():
-        m.set_params(quantiles=tuple(float(q) for q in quantiles))
-    return m
-
-
 def choose_baseline(y: pd.Series, step: pd.Timedelta, max_history: pd.Timedelta | None = None) -> tuple[Forecaster, str]:
     """The no-backtest default (too little history for a fold): weekly naive where the weekly
     cycle is clearly stronger and three weeks exist (and `max_history`, what serving will feed it,
@@ -79,24 +70,8 @@ def _origin_of(y: pd.Series, req: ForecastRequest) -> pd.Timestamp:
     return req.origin if req.origin is not None else y.index[-1] + req.step
 
 
-def _predict_with(model: Forecaster, y: pd.Series, req: ForecastRequest, origin: pd.Timestamp,
-                  global_model: GlobalGBM | None = None) -> np.ndarray:
-    """Fit `model` on y and predict req.steps from `origin` (forecasting through any silence)."""
-    if global_model is not None:
-        return global_model.predict_series(y, req.steps, req.quantiles, origin=origin)
-    lead = max(0, int((origin - (y.index[-1] + req.step)) / req.step))
-    return model.forecast(y, lead + req.steps, req.quantiles)[lead:]
-
-
-def _predict_named(name: str, y: pd.Series, req: ForecastRequest, origin: pd.Timestamp,
-                   global_model: GlobalGBM | None, global_values: np.ndarray | None = None) -> np.ndarray:
-    if name == GLOBAL and global_values is not None:
-        return global_values
-    if name == GLOBAL:
-        if global_model is None:
-            raise ValueError("the global GBM is not available")
-        return global_model.predict_series(y, req.steps, req.quantiles, origin=origin)
-    return _predict_with(make_model(name, req.quantiles), y, req, origin)
+def _predict_with(model: Forecaster, y: pd.Series, req: ForecastRequest, origin: pd.Timestamp) -> np.ndarray:
+    return predict_from(model, y, req.step, req.steps, req.quantiles, origin)
 
 
 def _fallback(key: str, y: pd.Series, req: ForecastRequest, origin: pd.Timestamp, failed: str, exc: Exception,
@@ -150,14 +125,11 @@ def forecast_from_choice(key: str, y: pd.Series, req: ForecastRequest, choice: C
         name, shifts = choice.model, np.asarray(choice.shifts)
         notes.append(f"{name}{'(' + '+'.join(choice.members) + ')' if choice.members else ''}: {choice.reason}")
     try:
-        if name == ENSEMBLE:
-            members = choice.members if choice is not None else []
-            if not members:
-                raise ValueError("the ensemble lists no members")
-            values = np.mean([_predict_named(m, y, req, origin, global_model, global_values) for m in members], axis=0)
+        if choice is None:
+            values = _predict_with(model, y, req, origin)
         else:
-            values = _predict_named(name, y, req, origin, global_model, global_values) if choice is not None \
-                else _predict_with(model, y, req, origin)
+            values = ChoiceForecaster.of(choice, global_model).predict(y, req.step, req.steps, req.quantiles, origin,
+                                                                       global_values)
         label = name
         if shifts is not None and len(shifts) == len(req.quantiles):
             values = apply_shifts(values, shifts, req.quantiles)

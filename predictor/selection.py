@@ -18,7 +18,7 @@ its input; `training` runs the same code for the fleet and writes the result to 
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -26,6 +26,7 @@ import pandas as pd
 
 from predictor.calibration import apply_shifts, conformal_shifts, coverage, pinball
 from predictor.models.base import Forecaster
+from predictor.models.choice import ENSEMBLE, GLOBAL, Choice
 from predictor.durations import DAY, WEEK
 from predictor.seasonality import SEASONAL_ACF, acf_at
 
@@ -33,8 +34,6 @@ log = logging.getLogger(__name__)
 
 DECISION_QUANTILE = 0.95
 REFERENCE = "seasonal_naive_daily"  # skill is measured against it (the issue's benchmark baseline)
-GLOBAL = "gbm_global"
-ENSEMBLE = "ensemble"
 # Members of the ensemble candidate, when eligible: the mean of their quantiles is usually better
 # than any one of them, and far less sensitive to which model won the last three days.
 # Measured on the dev suite (BENCHMARKS.md): the mean of seasonal median, STL and the global GBM
@@ -58,18 +57,6 @@ class Candidate:
     min_history: pd.Timedelta = 2 * DAY  # the model's own declaration (Forecaster.history_needed)
 
 
-def history_needed(name: str, members: Sequence[str] = ()) -> pd.Timedelta:
-    """The history a stored choice needs to run as chosen: its model's (or its ensemble
-    members') declared need."""
-    from predictor.models import MODELS
-
-    if name == ENSEMBLE:
-        return max((history_needed(m) for m in members), default=pd.Timedelta(0))
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}: use one of {sorted(MODELS)}")
-    return MODELS[name]().history_needed()
-
-
 def default_candidates(max_history: pd.Timedelta | None = None) -> list[Candidate]:
     """The per-series candidates; with `max_history`, only those that this much history feeds."""
     from predictor.models import MODELS
@@ -78,40 +65,6 @@ def default_candidates(max_history: pd.Timedelta | None = None) -> list[Candidat
               "stl": "day", "decaying_histogram": ""}
     out = [Candidate(name, MODELS[name], need, MODELS[name]().history_needed()) for name, need in cycles.items()]
     return [c for c in out if max_history is None or c.min_history <= max_history]
-
-
-@dataclass
-class Choice:
-    """The outcome of one series' backtest: the chosen model, its calibration and the scores."""
-
-    series: str
-    model: str
-    quantiles: tuple[float, ...]
-    shifts: list[float]
-    folds: int
-    acf_day: float
-    acf_week: float
-    scores: dict[str, dict] = field(default_factory=dict)  # model -> pinball per q, pinball_dq, coverage
-    skill: float | None = None  # chosen pinball@dq / reference pinball@dq (< 1 is better)
-    coverage: float | None = None  # cross-fitted coverage of the chosen model's decision quantile
-    scale: float = 1.0  # mean |y| before the first fold (scores are divided by it)
-    reason: str = ""
-    members: list[str] = field(default_factory=list)  # for the ensemble: the models averaged
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["quantiles"] = list(self.quantiles)
-        return _finite(d)
-
-
-def _finite(x):
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    if isinstance(x, (float, np.floating)):
-        return float(x) if np.isfinite(x) else None
-    return x
 
 
 def fold_origins(y: pd.Series, origin: pd.Timestamp, folds: int, min_train: pd.Timedelta) -> list[pd.Timestamp]:

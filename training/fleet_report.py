@@ -5,7 +5,8 @@ import pandas as pd
 
 from predictor.errors import InputError
 from predictor.forecasting import ForecastRequest
-from predictor.registry import forecast_with_registry, load_recent, load_version
+from predictor.registry import load_recent, load_version
+from predictor.serving import forecast_version
 from training.report import render_report
 
 
@@ -50,15 +51,16 @@ def write_registry_report(registry_dir: str, out: str, *, input_path: str | None
 
         history = load_history(input_path, step)
     else:
-        history = load_recent(reg)
-        if history is None:
+        recent = load_recent(reg)
+        if recent is None:
             raise InputError(f"registry version {reg.version} stores no recent history; pass --input PATH")
+        history = recent
     # the stored recent window may be coarser than the models' step: forecast at the step it has
     req = ForecastRequest(horizon=horizon, step=history.step, quantiles=reg.quantiles)
     if history.step != step:
         history = _refine(history, step)
         req = ForecastRequest(horizon=horizon, step=step, quantiles=reg.quantiles)
-    forecasts = forecast_with_registry(reg.path, history, req, reg=reg)
+    forecasts = forecast_version(reg, history, req)
     profiles = reg.profiles or {}
     rows = fleet_rows(reg, profiles, forecasts)
     skills = [r["skill"] for r in rows if isinstance(r.get("skill"), (int, float))]

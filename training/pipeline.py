@@ -18,12 +18,13 @@ import numpy as np
 import pandas as pd
 
 from predictor.calibration import apply_shifts, pinball
-from predictor.forecasting import ForecastRequest, fit_global, make_model, select_series
+from predictor.forecasting import ForecastRequest, choose_baseline, fit_global, select_series
 from predictor.durations import DAY
 from predictor.history import History
+from predictor.models.choice import Choice, ChoiceForecaster, history_needed, stored_params
 from predictor.models.gbm import GlobalGBM
-from predictor.registry import RegistryError, load_version, write_version
-from predictor.selection import DECISION_QUANTILE, ENSEMBLE, GLOBAL, Choice, decision_index, history_needed
+from predictor.registry import RegistryError, RegistryVersion, load_version, write_version
+from predictor.selection import DECISION_QUANTILE, decision_index
 from predictor.timestamps import epoch_ns
 
 log = logging.getLogger(__name__)
@@ -94,13 +95,9 @@ def _recent_error(y: pd.Series, entry: dict[str, Any], since: pd.Timestamp, step
     past = y[y.index < since]
     if len(past) < 2:
         return None
-    h = len(new)
-    from predictor.forecasting import _predict_named
-
-    req = ForecastRequest(horizon=h * step, step=step, quantiles=quantiles, origin=since)
+    runner = ChoiceForecaster(entry["model"], entry.get("members") or (), gm)
     try:
-        members = entry.get("members") or [entry["model"]]
-        f = np.mean([_predict_named(m, past, req, since, gm) for m in members], axis=0)
+        f = runner.predict(past, step, len(new), quantiles, since)
         f = apply_shifts(f, np.asarray(entry.get("shifts") or np.zeros(len(quantiles))), quantiles)
     except (ValueError, RuntimeError, np.linalg.LinAlgError):
         return None
@@ -156,16 +153,8 @@ def _needed(entry: dict[str, Any]) -> pd.Timedelta | None:
         return None
 
 
-def _plain_params(name: str) -> dict[str, Any]:
-    """A model's constructor parameters, as JSON (the global GBM's are in the manifest)."""
-    if name in (GLOBAL, ENSEMBLE):
-        return {}
-    return {k: v for k, v in make_model(name).get_params().items()
-            if isinstance(v, (int, float, str, bool, type(None), tuple, list))}
-
-
 def _select_chunk(items: list[tuple[str, pd.Series]], req: ForecastRequest, gm: GlobalGBM | None) -> list[tuple[str, Choice | None, str | None]]:
-    out = []
+    out: list[tuple[str, Choice | None, str | None]] = []
     for key, y in items:
         try:
             origin = req.origin if req.origin is not None else y.index[-1] + req.step
@@ -232,67 +221,32 @@ def train(
     settings = settings or TrainSettings()
     if not history.series:
         raise ValueError("history holds no series: nothing to train")
-    step = history.step
-    end = history.end
-    origin = end + step
-    prev = None
-    if settings.incremental:
-        try:
-            prev = load_version(registry_dir, key=settings.key) if os.path.lexists(os.path.join(registry_dir, "latest")) else None
-        except RegistryError as exc:
-            log.warning("no usable previous registry version (%s): training every series", exc)
-    if prev is not None and (prev.quantiles != tuple(settings.quantiles) or int(prev.manifest.get("step_seconds", 0)) != int(step.total_seconds())):
-        log.warning("previous version has other quantiles or step: training every series")
-        prev = None
+    step, end = history.step, history.end
+    prev = _previous_version(registry_dir, settings, step)
     refit, carry, why = plan_refits(history, prev, settings, end)
-    req = ForecastRequest(horizon=settings.horizon, step=step, quantiles=settings.quantiles, origin=origin,
+    req = ForecastRequest(horizon=settings.horizon, step=step, quantiles=settings.quantiles, origin=end + step,
                           folds=settings.folds, use_global=settings.use_global, max_history=settings.serving_history)
-    # the global model: refit when anything is refitted (its backtest must not see the folds),
-    # otherwise carried forward with the rest
-    gm_backtest = gm_final = None
-    global_refit = False
-    if settings.use_global:
-        if refit or prev is None or prev.global_model is None:
-            gm_backtest = fit_global(history.series, req, before=origin - settings.folds * DAY, params=settings.global_params)
-            gm_final = fit_global(history.series, req, params=settings.global_params) if gm_backtest is not None else None
-            global_refit = gm_final is not None
-        else:
-            gm_final = prev.global_model
+    gm_backtest, gm_final, global_refit = _global_models(history, req, settings, prev, bool(refit),
+                                                         before=end + step - settings.folds * DAY)
     if progress and carry:
         progress(len(carry))
     choices = run_selection({k: history.series[k] for k in refit}, req, gm_backtest, jobs=settings.jobs,
                             dask_client=dask_client, chunk=settings.chunk, progress=progress)
-    start = min(y.index[0] for y in history.series.values())
     entries: dict[str, dict[str, Any]] = {}
     failed: dict[str, str] = {}
     for key in refit:
         choice, err = choices.get(key, (None, "not run"))
-        y = history.series[key]
-        if choice is None:
-            from predictor.forecasting import choose_baseline
-
-            model, reason = choose_baseline(y, step, settings.serving_history)
-            if err:
-                failed[key] = err
-            entry = {"model": model.label, "shifts": [0.0] * len(settings.quantiles), "folds": 0,
-                     "reason": f"no backtest: {err or reason}"}
-        else:
-            entry = choice.to_dict()
-            entry.pop("series", None)
-            entry["pinball_dq"] = choice.scores[choice.model]["pinball_dq"]
-            entry["params"] = {m: _plain_params(m) for m in (choice.members or [choice.model])}
-        entry["history_needed_seconds"] = int(_needed(entry).total_seconds())  # type: ignore[union-attr]
-        entry["fitted_end"] = y.index[-1].isoformat()
-        fw0 = max(y.index[0], y.index[-1] - FINGERPRINT_SPAN)
-        entry["fingerprint_window"] = [fw0.isoformat(), y.index[-1].isoformat()]
-        entry["fingerprint"] = fingerprint(y, fw0, y.index[-1])
-        entry["why_refit"] = why.get(key, "")
-        entries[key] = entry
-    for key in carry:
-        entries[key] = dict(prev.series[key])
-        entries[key]["carried_from"] = prev.version
-    if profiles is None:
-        profiles = _profiles(history)
+        if choice is None and err:
+            failed[key] = err
+        entries[key] = _refit_entry(history.series[key], choice, err, step, settings, why.get(key, ""))
+    if prev is not None:
+        for key in carry:
+            entries[key] = dict(prev.series[key])
+            entries[key]["carried_from"] = prev.version
+    start = min(y.index[0] for y in history.series.values())
+    training = {"refitted": len(refit), "carried": len(carry), "global_refit": global_refit, "folds": settings.folds,
+                "previous": prev.version if prev else None, "decision_quantile": DECISION_QUANTILE,
+                "global_model": _global_summary(gm_final)}
     version = write_version(
         registry_dir,
         quantiles=tuple(settings.quantiles),
@@ -300,23 +254,76 @@ def train(
         data_window=(start.isoformat(), end.isoformat()),
         step_seconds=int(step.total_seconds()),
         global_model=gm_final,
-        profiles=profiles,
+        profiles=_profiles(history) if profiles is None else profiles,
         recent=recent_frame(history, settings.serving_history),
         key=settings.key,
         extra={"recent_step_seconds": int(max(step, RECENT_STEP).total_seconds()),
                "serving_history_seconds": int(settings.serving_history.total_seconds()),
                "history_needed_seconds": max((int(e.get("history_needed_seconds") or 0) for e in entries.values()), default=0),
-               "training": {"refitted": len(refit), "carried": len(carry), "global_refit": global_refit,
-                            "folds": settings.folds, "previous": prev.version if prev else None,
-                            "decision_quantile": DECISION_QUANTILE,
-                            "global_model": ({"rows": int(gm_final.n_rows_), "series": int(gm_final.n_series_),
-                                              "params": {k: v for k, v in gm_final.get_params().items() if not isinstance(v, (list, tuple))}}
-                                             if gm_final is not None else None)}},
+               "training": training},
     )
     models: dict[str, int] = {}
     for e in entries.values():
         models[e["model"]] = models.get(e["model"], 0) + 1
     return TrainResult(version, os.path.abspath(registry_dir), refit, carry, why, dict(sorted(models.items())), global_refit, failed)
+
+
+def _previous_version(registry_dir: str, settings: TrainSettings, step: pd.Timedelta) -> RegistryVersion | None:
+    """The latest version to carry choices forward from (None: train every series)."""
+    if not settings.incremental or not os.path.lexists(os.path.join(registry_dir, "latest")):
+        return None
+    try:
+        prev = load_version(registry_dir, key=settings.key)
+    except RegistryError as exc:
+        log.warning("no usable previous registry version (%s): training every series", exc)
+        return None
+    if prev.quantiles != tuple(settings.quantiles) or int(prev.manifest.get("step_seconds", 0)) != int(step.total_seconds()):
+        log.warning("previous version has other quantiles or step: training every series")
+        return None
+    return prev
+
+
+def _global_models(history: History, req: ForecastRequest, settings: TrainSettings, prev: RegistryVersion | None,
+                   any_refit: bool, *, before: pd.Timestamp) -> tuple[GlobalGBM | None, GlobalGBM | None, bool]:
+    """(model for the backtests, fitted on data `before` the first fold; model to store;
+    refitted?). Refit when anything is refitted (its backtest must not see the folds), otherwise
+    carried forward with the rest."""
+    if not settings.use_global:
+        return None, None, False
+    if not any_refit and prev is not None and prev.global_model is not None:
+        return None, prev.global_model, False
+    backtest = fit_global(history.series, req, before=before, params=settings.global_params)
+    final = fit_global(history.series, req, params=settings.global_params) if backtest is not None else None
+    return backtest, final, final is not None
+
+
+def _global_summary(gm: GlobalGBM | None) -> dict[str, Any] | None:
+    if gm is None:
+        return None
+    return {"rows": int(gm.n_rows_), "series": int(gm.n_series_),
+            "params": {k: v for k, v in gm.get_params().items() if not isinstance(v, (list, tuple))}}
+
+
+def _refit_entry(y: pd.Series, choice: Choice | None, err: str | None, step: pd.Timedelta, settings: TrainSettings,
+                 why: str) -> dict[str, Any]:
+    """The registry entry of a refitted series: its choice (or the no-backtest default), the
+    history it needs, and the fingerprint of the data it saw."""
+    if choice is None:
+        model, reason = choose_baseline(y, step, settings.serving_history)
+        entry: dict[str, Any] = {"model": model.label, "shifts": [0.0] * len(settings.quantiles), "folds": 0,
+                                 "reason": f"no backtest: {err or reason}"}
+    else:
+        entry = choice.to_dict()
+        entry.pop("series", None)
+        entry["pinball_dq"] = choice.scores[choice.model]["pinball_dq"]
+        entry["params"] = {m: stored_params(m) for m in choice.runs()}
+    entry["history_needed_seconds"] = int(_needed(entry).total_seconds())  # type: ignore[union-attr]
+    entry["fitted_end"] = y.index[-1].isoformat()
+    fw0 = max(y.index[0], y.index[-1] - FINGERPRINT_SPAN)
+    entry["fingerprint_window"] = [fw0.isoformat(), y.index[-1].isoformat()]
+    entry["fingerprint"] = fingerprint(y, fw0, y.index[-1])
+    entry["why_refit"] = why
+    return entry
 
 
 def recent_frame(history: History, span: pd.Timedelta = SERVING_HISTORY) -> pd.DataFrame:

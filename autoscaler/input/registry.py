@@ -4,8 +4,9 @@
 checksum before any artifact is parsed — artifacts are JSON and NumPy arrays, never pickles — and
 falls back to the newest version that verifies *and loads*; the loop keeps the version it last
 loaded when even that fails. Forecasts are made with the stored per-series choices of *that*
-version (its folder is verified again on use and must hold the same manifest, so a version changed
-on disk cannot slip in), at the quantiles it was trained for.
+version, loaded once per run (`predictor.serving.forecast_version` re-checks cheaply that its
+folder did not change on disk since, so a changed version cannot slip in), at the quantiles it was
+trained for.
 """
 from __future__ import annotations
 
@@ -32,13 +33,12 @@ def load_registry(path: str, key_file: str | None = None) -> Any:
 
 
 def registry_forecaster(registry: Any, path: str) -> Callable[[History, ForecastRequest], list[Forecast]]:
-    """Forecast with one loaded version (re-verified on use by `forecast_with_registry`)."""
-    from predictor.registry import forecast_with_registry
+    """Forecast with one loaded version (re-checked on use by `forecast_version`, not reloaded)."""
+    from predictor.serving import forecast_version
 
     def forecast(history: History, req: ForecastRequest) -> list[Forecast]:
         # the registry answers at the quantiles it was trained for; decisions pick the nearest
         # higher one they need (autoscaler.logic.vpa.quantile_column)
-        return forecast_with_registry(registry.path, history, replace(req, quantiles=tuple(registry.quantiles)),
-                                      reg=registry)
+        return forecast_version(registry, history, replace(req, quantiles=tuple(registry.quantiles)))
 
     return forecast

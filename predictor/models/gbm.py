@@ -229,14 +229,7 @@ class GlobalGBM(Forecaster):
                        origin: pd.Timestamp | None = None) -> np.ndarray:
         """Forecast `horizon` steps of `y` from `origin` (default: its end + step) with the shared
         model, using only the values of `y` before the origin."""
-        if not hasattr(self, "models_"):
-            raise RuntimeError(f"{type(self).__name__} is not fitted: call fit_many(series) or fit(y) first")
-        qs = tuple(float(q) for q in quantiles)
-        missing = [q for q in qs if q not in self.fitted_quantiles_]
-        if missing:
-            raise ValueError(f"{self.name} was fitted for quantiles {list(self.fitted_quantiles_)}, not {missing}; "
-                             "refit with quantiles=... including them")
-        return self.predict_many([(y, origin)], horizon, qs)[0]
+        return self.predict_many([(y, origin)], horizon, quantiles)[0]
 
     def _offsets(self, horizon: int) -> np.ndarray:
         k = max(1, int(self.predict_stride))

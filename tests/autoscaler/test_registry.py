@@ -144,3 +144,63 @@ def test_serve_names_the_model_that_ran_when_the_window_cannot_feed_the_stored_o
     assert models and all(m.endswith(f"@{v}") and not m.startswith("seasonal_naive_weekly") for m in models), models
     step = next(s for s in rep.steps if s.name == "registry")
     assert "need up to 14 days" in step.detail and "fall back" in step.detail
+
+
+def test_a_serving_run_reads_each_artifact_once_to_check_it_and_once_to_parse_it(objects, history, tmp_path,
+                                                                                 monkeypatch):
+    """One registry load per run: the forecast step uses the version the registry step loaded and
+    only re-checks that its folder did not change — it neither re-hashes nor re-parses artifacts.
+    Counted at the file level (every `open` of a file in the version folder), so the count holds
+    whichever function reads."""
+    import builtins
+    import collections
+    import json
+
+    from predictor.models.gbm import GlobalGBM
+
+    gm = GlobalGBM(quantiles=QS, max_iter=3, max_origins=2, max_rows=2000).fit_many(history.series)
+    series = {k: {"model": "ensemble", "members": ["seasonal_naive_daily", "gbm_global"], "shifts": [0.0] * len(QS)}
+              for k in history.series}
+    v = registry.write_version(str(tmp_path), quantiles=QS, series=series, step_seconds=300, global_model=gm,
+                               profiles={}, data_window=("2026-10-24T00:00:00Z", "2026-11-02T00:00:00Z"),
+                               now=dt.datetime(2026, 11, 2, 0, 0, tzinfo=dt.timezone.utc))
+    folder = os.path.realpath(os.path.join(tmp_path, v))
+    artifacts = sorted(json.load(open(os.path.join(folder, "manifest.json")))["artifacts"])
+    assert {"series.json", "profiles.json", "global_gbm.json", "global_gbm.npz"} <= set(artifacts)
+    opened: collections.Counter[str] = collections.Counter()
+    real_open = builtins.open
+
+    def counting_open(file, *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and os.path.dirname(os.path.realpath(file)) == folder:
+            opened[os.path.basename(file)] += 1
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    loop = loop_for(objects, history, tmp_path, DryRunSink())
+    runs = 2
+    for _ in range(runs):
+        rep = loop.run_once()
+        assert rep.outcome == OK and rep.registry == v and rep.vpa
+        assert all(f"@{v}" in d.containers[0].resources[r].reason.model for d in rep.vpa for r in d.containers[0].resources)
+    assert {a: opened[a] for a in artifacts} == {a: 2 * runs for a in artifacts}, opened
+
+
+def test_a_loaded_version_rewritten_in_place_is_refused_on_use_even_with_its_times_restored(objects, history, tmp_path):
+    """The on-use check compares file identities, not checksums: a same-size rewrite whose
+    modification time is set back is still caught (its change time moves), so serving refuses it."""
+    import pandas as pd
+
+    from predictor.forecasting import ForecastRequest
+    from predictor.serving import forecast_version
+
+    v = write(tmp_path, history, 0)
+    reg = registry.load_version(str(tmp_path))
+    path = os.path.join(tmp_path, v, "series.json")
+    st = os.stat(path)
+    data = open(path, "rb").read()
+    open(path, "wb").write(data.replace(b"seasonal_naive_daily", b"seasonal_naive_weekl"))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.path.getsize(path) == st.st_size
+    with pytest.raises(registry.RegistryError, match="changed on disk"):
+        forecast_version(reg, history, ForecastRequest(horizon=pd.Timedelta("1h"), step=pd.Timedelta("5min"),
+                                                       quantiles=QS))

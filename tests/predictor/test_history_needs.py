@@ -8,7 +8,7 @@ import pytest
 
 from predictor.forecasting import ForecastRequest, choose_baseline, forecast_from_choice, select_series
 from predictor.models import MODELS
-from predictor.selection import Choice, history_needed
+from predictor.models.choice import Choice, history_needed
 
 QS = (0.5, 0.9, 0.95, 0.99)
 SERVING = pd.Timedelta("8d")

@@ -12,6 +12,8 @@ from predictor import registry
 from predictor.errors import InputError
 from predictor.models.gbm import GlobalGBM, QuantileTrees
 from predictor.registry import RegistryError, load_last_good, load_version, read_key, write_version
+from predictor.registry import writing
+from predictor.serving import forecast_version, forecast_with_registry
 
 QS = (0.5, 0.9, 0.95, 0.99)
 KEY = b"k" * 32
@@ -272,7 +274,7 @@ def test_latest_switch_is_atomic_rename(tmp_path, monkeypatch):
     _write(tmp_path, version="20240801T000000Z-aaaaaa")
     calls = []
     real = os.replace
-    monkeypatch.setattr(registry.os, "replace", lambda a, b: (calls.append((a, b)), real(a, b)))
+    monkeypatch.setattr(writing.os, "replace", lambda a, b: (calls.append((a, b)), real(a, b)))
     registry.switch_latest(str(tmp_path), "20240801T000000Z-aaaaaa")
     assert calls and calls[0][1].endswith("latest") and os.path.basename(calls[0][0]).startswith(".latest.")
 
@@ -285,16 +287,15 @@ def test_forecast_with_registry_uses_stored_choice(tmp_path):
     y[:] = 1 + np.sin(np.arange(len(y)) * 2 * np.pi / 288)
     _write(tmp_path)
     req = ForecastRequest(pd.Timedelta("1d"), pd.Timedelta("5min"), QS)
-    fcs = registry.forecast_with_registry(str(tmp_path), History({SERIES: y, "other/x/y/z/cpu": y},
-                                                                 pd.Timedelta("5min")), req)
+    fcs = forecast_with_registry(str(tmp_path), History({SERIES: y, "other/x/y/z/cpu": y}, pd.Timedelta("5min")), req)
     a, b = fcs
     assert a.model == "seasonal_naive_daily" and a.version != "adhoc"
     # the stored conformal shifts are applied: q0.99 of a noiseless series moves up by 0.3
     np.testing.assert_allclose(a.values[:, 3] - a.values[:, 0], 0.3, atol=1e-9)
     assert any("not in registry" in n for n in b.notes)
     with pytest.raises(InputError, match="trained for 0.5,0.9,0.95,0.99"):
-        registry.forecast_with_registry(str(tmp_path), History({"a": y}, pd.Timedelta("5min")),
-                                        ForecastRequest(pd.Timedelta("1d"), pd.Timedelta("5min"), (0.5, 0.8)))
+        forecast_with_registry(str(tmp_path), History({"a": y}, pd.Timedelta("5min")),
+                               ForecastRequest(pd.Timedelta("1d"), pd.Timedelta("5min"), (0.5, 0.8)))
 
 
 def test_a_loaded_version_changed_on_disk_is_refused_on_use(tmp_path):
@@ -305,5 +306,5 @@ def test_a_loaded_version_changed_on_disk_is_refused_on_use(tmp_path):
     reg = load_version(str(tmp_path))
     (tmp_path / reg.version / "series.json").write_text("{}")
     with pytest.raises(RegistryError):
-        registry.forecast_with_registry(reg.path, History({SERIES: _daily(3)}, pd.Timedelta("5min")),
-                                        ForecastRequest(pd.Timedelta("1d"), pd.Timedelta("5min"), QS), reg=reg)
+        forecast_version(reg, History({SERIES: _daily(3)}, pd.Timedelta("5min")),
+                         ForecastRequest(pd.Timedelta("1d"), pd.Timedelta("5min"), QS))

@@ -113,7 +113,10 @@ def test_train_errors_are_clear(tmp_path, capsys):
 
 
 def test_every_loop_trains_again(monkeypatch, tmp_path, capsys):
+    import functools
+
     from tidewise.commands import train as cmd
+    from training import schedule
 
     runs = []
     monkeypatch.setattr(cmd, "train_once", lambda args: runs.append(1) or 0)
@@ -125,7 +128,8 @@ def test_every_loop_trains_again(monkeypatch, tmp_path, capsys):
         assert 0 < s <= 3600
         if len(runs) >= 2:
             raise Stop
-    monkeypatch.setattr(cmd.time, "sleep", fake_sleep)
+    # the schedule takes its sleep as an argument (bound when it is defined): hand it the fake one
+    monkeypatch.setattr(schedule, "run_every", functools.partial(schedule.run_every, sleep=fake_sleep))
     with pytest.raises(Stop):
         main(["train", "--source", "synthetic", "--every", "1h", "--registry", str(tmp_path)])
     assert len(runs) == 2

@@ -8,7 +8,8 @@ import pytest
 
 from predictor.forecasting import ForecastRequest
 from predictor.history import History
-from predictor.registry import forecast_with_registry, load_version
+from predictor.registry import load_version
+from predictor.serving import forecast_with_registry
 from training.pipeline import TrainSettings, train
 
 from .conftest import FAST_GLOBAL, small_history

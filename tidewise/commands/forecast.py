@@ -149,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
     if args.registry_key and not args.registry:
         raise InputError("--registry-key is only used with --registry DIR")
     if args.registry:
-        from predictor.registry import forecast_with_registry, read_key
+        from predictor.registry import read_key
+        from predictor.serving import forecast_with_registry
 
         key = read_key(args.registry_key) if args.registry_key else None
         forecasts = forecast_with_registry(args.registry, history, req, key=key)

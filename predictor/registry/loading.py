@@ -1,0 +1,159 @@
+"""Reading a registry version: resolve it, verify it, then parse its artifacts (JSON and NumPy
+arrays only, never a pickle); fall back to the newest version that verifies and loads.
+
+A loaded `RegistryVersion` carries the `Seal` of what was verified, so serving re-checks it
+before each use (`check_unchanged`) without hashing or parsing anything again: one load per run.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from predictor.history import History, history_from_frame
+from predictor.models.choice import Choice, known_model
+from predictor.models.gbm import GlobalGBM
+from predictor.registry.manifest import (GLOBAL_ARRAYS, GLOBAL_META, LATEST, MANIFEST, PROFILES_FILE, RECENT_FILE,
+                                         SERIES_FILE, RegistryError, Seal, check_sealed, verify_sealed)
+
+log = logging.getLogger(__name__)
+
+_VERSION_RE = re.compile(r"^\d{8}T\d{6}Z(-[0-9a-f]{6})?$")
+
+
+@dataclass
+class RegistryVersion:
+    """A verified version: manifest, per-series choices, and the loaded global model (or None)."""
+
+    path: str
+    version: str
+    manifest: dict[str, Any]
+    series: dict[str, dict[str, Any]]
+    global_model: GlobalGBM | None = None
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    choices: dict[str, Choice] = field(default_factory=dict)  # series -> its stored choice, checked on load
+    seal: Seal | None = None  # the folder as verified; None: built in memory, nothing to re-check
+
+    @property
+    def quantiles(self) -> tuple[float, ...]:
+        return tuple(float(q) for q in self.manifest["quantiles"])
+
+
+def list_versions(registry_dir: str) -> list[str]:
+    """Version folders, oldest first (names sort by creation time)."""
+    if not os.path.isdir(registry_dir):
+        return []
+    return sorted(d for d in os.listdir(registry_dir)
+                  if _VERSION_RE.match(d) and os.path.isdir(os.path.join(registry_dir, d)))
+
+
+def resolve(registry_dir: str, version: str | None = None) -> str:
+    """The folder of `version`, or of `latest` (a version folder given directly also works)."""
+    if not os.path.isdir(registry_dir):
+        raise RegistryError(f"registry {registry_dir}: no such folder — run `tidewise train --registry {registry_dir}` first")
+    if version is None and os.path.isfile(os.path.join(registry_dir, MANIFEST)):
+        return registry_dir
+    if version is None:
+        link = os.path.join(registry_dir, LATEST)
+        if not os.path.lexists(link):
+            raise RegistryError(f"registry {registry_dir} has no `{LATEST}` version — run `tidewise train --registry {registry_dir}` first")
+        path = os.path.realpath(link)
+    else:
+        path = os.path.join(registry_dir, version)
+    if not os.path.isdir(path):
+        raise RegistryError(f"registry version {path} does not exist")
+    return path
+
+
+def load_version(registry_dir: str, version: str | None = None, key: bytes | None = None) -> RegistryVersion:
+    """Verify, then load: the manifest chain and every checksum first, the artifacts after, parsed
+    as JSON and NumPy arrays only (no pickle). A version that verifies but does not load (a
+    truncated or incompatible artifact) is refused like a tampered one, so that serving falls
+    back to an older version rather than failing on every run."""
+    path = resolve(registry_dir, version)
+    manifest, seal = verify_sealed(path, key)
+    arts = manifest["artifacts"]
+    try:
+        series = _read_json(path, SERIES_FILE)
+        profiles = _read_json(path, PROFILES_FILE) if PROFILES_FILE in arts else {}
+        gm = _load_global(path, manifest) if GLOBAL_META in arts or GLOBAL_ARRAYS in arts else None
+        reg = RegistryVersion(path, manifest.get("version", os.path.basename(path)), manifest, series, gm, profiles,
+                              seal=seal)
+        reg.choices = {k: _choice_of(k, e, reg) for k, e in series.items()}
+        return reg
+    except RegistryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever verified bytes do when parsed, the version is refused
+        raise RegistryError(f"registry version {path} verifies but does not load ({type(exc).__name__}: {exc}); "
+                            "refusing it — retrain with `tidewise train`") from None
+
+
+def check_unchanged(reg: RegistryVersion) -> None:
+    """RegistryError when the folder of a loaded version changed on disk since it was verified
+    (cheap: nothing is re-hashed or re-parsed)."""
+    if reg.seal is not None:
+        check_sealed(reg.path, reg.seal)
+
+
+def _choice_of(key: str, entry: dict[str, Any], reg: RegistryVersion) -> Choice:
+    """The stored choice of one series, its model names checked against this tidewise's models."""
+    choice = Choice.from_entry(key, entry, reg.quantiles, f"registry {reg.version}")
+    for name in choice.runs():
+        if not known_model(name):
+            raise RegistryError(f"registry version {reg.version} names model {name!r} for {key}, which this "
+                                "tidewise does not have; retrain with `tidewise train`")
+    return choice
+
+
+def _read_json(path: str, name: str) -> dict[str, Any]:
+    with open(os.path.join(path, name), encoding="utf-8") as fh:
+        obj = json.load(fh)
+    if not isinstance(obj, dict):
+        raise ValueError(f"{name} holds a {type(obj).__name__}, not an object")
+    return obj
+
+
+def _load_global(path: str, manifest: dict[str, Any]) -> GlobalGBM:
+    meta = _read_json(path, GLOBAL_META)
+    with np.load(os.path.join(path, GLOBAL_ARRAYS), allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    gm = GlobalGBM.from_arrays(meta, arrays)
+    missing = [q for q in manifest.get("quantiles", []) if float(q) not in gm.fitted_quantiles_]
+    if missing:
+        raise ValueError(f"the global model lacks the quantile(s) {missing} of the manifest")
+    return gm
+
+
+def load_last_good(registry_dir: str, on_refused: Callable[[str, RegistryError], None] | None = None,
+                   key: bytes | None = None) -> RegistryVersion:
+    """`latest` if it verifies and loads, else the newest version that does (the serving loop's rule)."""
+    tried = []
+    candidates = []
+    try:
+        candidates.append(os.path.basename(resolve(registry_dir)))
+    except RegistryError as exc:
+        tried.append(str(exc))
+    candidates += [v for v in reversed(list_versions(registry_dir)) if v not in candidates]
+    for v in candidates:
+        try:
+            return load_version(registry_dir, v, key)
+        except RegistryError as exc:
+            tried.append(str(exc))
+            log.error("registry version %s refused: %s", v, exc)
+            if on_refused:
+                on_refused(v, exc)
+    raise RegistryError(f"registry {registry_dir} has no version that verifies: " + "; ".join(tried[-3:]))
+
+
+def load_recent(reg: RegistryVersion) -> History | None:
+    """The recent history stored with a (verified) version, as a History; None if absent."""
+    if RECENT_FILE not in reg.manifest["artifacts"]:
+        return None
+    frame = pd.read_parquet(os.path.join(reg.path, RECENT_FILE))
+    return history_from_frame(frame, pd.Timedelta(seconds=int(reg.manifest["recent_step_seconds"])), source=RECENT_FILE)

@@ -1,0 +1,164 @@
+"""Writing a registry version: artifacts, manifest, digest and signature, atomically.
+
+The version is assembled in a hidden temporary folder and renamed into place, and `latest` is a
+symlink replaced with `os.replace`, so a reader sees the old or the new version, never half of one.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import os
+import platform
+import shutil
+import tempfile
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from predictor.models.gbm import GlobalGBM
+from predictor.registry.manifest import (GLOBAL_ARRAYS, GLOBAL_META, LATEST, MANIFEST, MANIFEST_DIGEST,
+                                         PROFILES_FILE, RECENT_FILE, SCHEMA_VERSION, SERIES_FILE, SIGNATURE,
+                                         RegistryError, key_id, mac, sha256_file)
+
+log = logging.getLogger(__name__)
+
+
+def library_versions() -> dict[str, str]:
+    import sklearn
+    import statsmodels
+
+    from predictor import __version__ as tidewise_version
+
+    return {"python": platform.python_version(), "numpy": np.__version__, "pandas": pd.__version__,
+            "scikit-learn": sklearn.__version__, "statsmodels": statsmodels.__version__,
+            "tidewise": tidewise_version}
+
+
+def new_version_name(now: dt.datetime | None = None) -> str:
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return now.strftime("%Y%m%dT%H%M%SZ") + "-" + os.urandom(3).hex()
+
+
+def write_version(
+    registry_dir: str,
+    *,
+    quantiles: tuple[float, ...],
+    series: Mapping[str, dict[str, Any]],
+    data_window: tuple[str, str],
+    step_seconds: int,
+    global_model: GlobalGBM | None = None,
+    profiles: Mapping[str, dict[str, Any]] | None = None,
+    extra: Mapping[str, Any] | None = None,
+    recent: pd.DataFrame | None = None,
+    version: str | None = None,
+    now: dt.datetime | None = None,
+    key: bytes | None = None,
+) -> str:
+    """Write one version (atomically) and switch `latest` to it; returns the version name.
+    `global_model`: a fitted GlobalGBM (stored as plain arrays); `key`: sign the manifest."""
+    os.makedirs(registry_dir, exist_ok=True)
+    version = version or new_version_name(now)
+    final = os.path.join(registry_dir, version)
+    if os.path.exists(final):
+        raise RegistryError(f"registry version {final} already exists")
+    tmp = tempfile.mkdtemp(prefix=f".{version}.", dir=registry_dir)
+    try:
+        artifacts = _write_artifacts(tmp, series, profiles, recent, global_model)
+        manifest = {
+            "schema_version": SCHEMA_VERSION,
+            "version": version,
+            "created": (now or dt.datetime.now(dt.timezone.utc)).isoformat(),
+            "data_window": {"start": data_window[0], "end": data_window[1]},
+            "step_seconds": int(step_seconds),
+            "quantiles": [float(q) for q in quantiles],
+            "n_series": len(series),
+            "models": _count(m.get("model", "?") for m in series.values()),
+            "libraries": library_versions(),
+            "artifacts": {name: {"sha256": digest, "bytes": os.path.getsize(os.path.join(tmp, name))}
+                          for name, digest in sorted(artifacts.items())},
+            **dict(extra or {}),
+        }
+        _write_chain(tmp, manifest, key)
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; a version is read by the serving loop
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    switch_latest(registry_dir, version)
+    log.info("registry: wrote %s (%d series)", final, len(series))
+    return version
+
+
+def _write_artifacts(folder: str, series: Mapping[str, dict[str, Any]], profiles: Mapping[str, dict[str, Any]] | None,
+                     recent: pd.DataFrame | None, global_model: GlobalGBM | None) -> dict[str, str]:
+    """Write the artifacts into `folder`; returns name -> sha256."""
+    artifacts: dict[str, str] = {}
+
+    def put_json(name: str, obj: Any) -> None:
+        with open(os.path.join(folder, name), "w", encoding="utf-8") as fh:
+            json.dump(obj, fh, separators=(",", ":"), allow_nan=False, default=_json_default)
+        artifacts[name] = sha256_file(os.path.join(folder, name))
+
+    put_json(SERIES_FILE, dict(series))
+    if profiles is not None:
+        put_json(PROFILES_FILE, dict(profiles))
+    if recent is not None:
+        recent.to_parquet(os.path.join(folder, RECENT_FILE), index=False)
+        artifacts[RECENT_FILE] = sha256_file(os.path.join(folder, RECENT_FILE))
+    if global_model is not None:
+        meta, arrays = global_model.to_arrays()
+        put_json(GLOBAL_META, meta)
+        np.savez_compressed(os.path.join(folder, GLOBAL_ARRAYS), allow_pickle=False, **arrays)
+        artifacts[GLOBAL_ARRAYS] = sha256_file(os.path.join(folder, GLOBAL_ARRAYS))
+    return artifacts
+
+
+def _write_chain(folder: str, manifest: dict[str, Any], key: bytes | None) -> None:
+    """The manifest, its digest and (with a key) its signature."""
+    if key is not None:
+        manifest["signed"] = {"algorithm": "hmac-sha256", "key_id": key_id(key)}
+    body = json.dumps(manifest, indent=1, allow_nan=False, default=_json_default).encode("utf-8")
+    digest = hashlib.sha256(body).hexdigest()
+    _write_synced(os.path.join(folder, MANIFEST), body)
+    _write_synced(os.path.join(folder, MANIFEST_DIGEST), f"{digest}  {MANIFEST}\n".encode("ascii"))
+    if key is not None:
+        sig = {"algorithm": "hmac-sha256", "key_id": key_id(key), "manifest_sha256": digest,
+               "mac": mac(key, digest)}
+        _write_synced(os.path.join(folder, SIGNATURE), json.dumps(sig, indent=1).encode("ascii"))
+
+
+def _write_synced(path: str, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def switch_latest(registry_dir: str, version: str) -> None:
+    """Point `latest` at `version` atomically (a new symlink renamed over the old one)."""
+    link = os.path.join(registry_dir, LATEST)
+    tmp = os.path.join(registry_dir, f".{LATEST}.{os.getpid()}.{os.urandom(3).hex()}")
+    os.symlink(version, tmp)
+    os.replace(tmp, link)
+
+
+def _count(items: Iterable[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for x in items:
+        out[x] = out.get(x, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (np.floating,)):
+        return float(o) if np.isfinite(o) else None
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, (pd.Timestamp, dt.datetime)):
+        return o.isoformat()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
