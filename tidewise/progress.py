@@ -6,6 +6,10 @@ import sys
 from typing import Callable, Iterator
 
 
+def _ignore(n: int = 1) -> None:
+    """`advance` when no bar is shown."""
+
+
 @contextlib.contextmanager
 def progress(description: str, total: int, enabled: bool | None = None) -> Iterator[Callable[[int], None]]:
     """Yield `advance(n)`; shows a rich bar on a terminal, a start/end line otherwise."""
@@ -16,10 +20,14 @@ def progress(description: str, total: int, enabled: bool | None = None) -> Itera
     show = console.is_terminal if enabled is None else enabled
     if not show:
         print(f"{description}: {total} ...", file=sys.stderr, flush=True)
-        yield lambda n=1: None
+        yield _ignore
         print(f"{description}: done", file=sys.stderr, flush=True)
         return
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as bar:
         task = bar.add_task(description, total=total)
-        yield lambda n=1: bar.advance(task, n)
+
+        def advance(n: int = 1) -> None:
+            bar.advance(task, n)
+
+        yield advance

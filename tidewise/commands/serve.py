@@ -194,14 +194,16 @@ def _cluster_and_sink(args: argparse.Namespace):  # -> (Kube | None, ClusterRead
 
         kube = Kube.from_config(args.kubeconfig)
     from autoscaler.input.cluster import ApiCluster, FileCluster, load_cluster_state
-    from autoscaler.output.sinks import ApiSink, DryRunSink, FileSink
+    from autoscaler.output.sinks import ApiSink, DryRunSink, FileSink, Sink
 
-    cluster = FileCluster(args.cluster_state) if args.cluster_state else ApiCluster(kube)
+    # without --cluster-state, kube was made above: `kube is None` only narrows the type
+    cluster = FileCluster(args.cluster_state) if args.cluster_state or kube is None else ApiCluster(kube)
     if args.cluster_state:
         load_cluster_state(args.cluster_state)  # a malformed file is a usage error now, not a frozen run later
+    sink: Sink
     if args.sink == "file":
         sink = FileSink(args.out)
-    elif args.apply:
+    elif args.apply and kube is not None:  # --sink api --apply made kube above
         sink = ApiSink(kube)
     else:
         sink = DryRunSink()

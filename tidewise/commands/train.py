@@ -136,8 +136,8 @@ def train_once(args: argparse.Namespace) -> int:
     print(f"trained {len(result.refitted)} series, carried {len(result.carried)} forward "
           f"(global model {'refitted' if result.global_refit else 'carried'}) in {time.perf_counter() - t:.0f} s "
           f"-> {result.registry}/{result.version} (models: {models})", file=sys.stderr)
-    for key, why in sorted(result.failed.items())[:10]:
-        print(f"warning: {key}: backtest failed ({why}); stored the no-backtest default", file=sys.stderr)
+    for series, why in sorted(result.failed.items())[:10]:
+        print(f"warning: {series}: backtest failed ({why}); stored the no-backtest default", file=sys.stderr)
     return 0
 
 
