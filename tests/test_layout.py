@@ -79,13 +79,23 @@ def test_contracts_import_only_the_standard_library():
     assert not bad, bad
 
 
-def test_forecast_command_never_loads_kubernetes():
-    code = ("import sys\nfrom tidewise.cli import build_parser\nbuild_parser()\n"
-            "import predictor.forecasting, predictor.sources.prometheus, predictor.profile\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'autoscaler', 'node_enforcer')))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+def loaded_packages(code, packages):
+    """Which of `packages` a fresh interpreter has loaded after running `code`."""
+    probe = f"{code}\nimport sys\nprint(sorted({{m.split('.')[0] for m in sys.modules}} & {set(packages)!r}))"
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "[]"
+    return r.stdout.strip()
+
+
+def test_forecast_command_never_loads_kubernetes():
+    code = ("from tidewise.cli import build_parser\nbuild_parser()\n"
+            "import predictor.forecasting, predictor.sources.prometheus, predictor.profile")
+    assert loaded_packages(code, ("kubernetes", "autoscaler", "node_enforcer")) == "[]"
+
+
+def test_contracts_load_neither_numpy_nor_pandas_nor_the_predictor():
+    code = "import contracts.errors, contracts.kube_errors, contracts.qos, contracts.quantity, contracts.reclaim"
+    assert loaded_packages(code, ("numpy", "pandas", "predictor", "kubernetes")) == "[]"
 
 
 def test_models_folder_holds_only_gitkeep_in_git():
