@@ -17,7 +17,8 @@ from autoscaler.logic.vpa import quantile_column
 from autoscaler.model.views import NodeView, PodView, WorkloadSeries
 from autoscaler.settings import ReclaimSettings
 from contracts.qos import QosLevel
-from predictor.types import Forecast, ReclaimPlan
+from contracts.reclaim import ReclaimPlan
+from predictor.types import Forecast
 
 Demand = tuple[np.ndarray, np.ndarray]  # (cores, bytes) per forecast step
 

@@ -17,10 +17,11 @@ from autoscaler.model.decisions import HpaDecision, VpaDecision
 from autoscaler.model.views import WorkloadKey, WorkloadSeries
 from autoscaler.output.objects import Change
 from autoscaler.output.sinks import DRY_RUN, NOT_FOUND, WRITTEN, WriteResult
+from contracts.reclaim import ReclaimPlan
 from predictor.durations import parse_duration as _parse_duration
 from predictor.forecasting import ForecastRequest
 from predictor.history import History
-from predictor.types import Forecast, ReclaimPlan
+from predictor.types import Forecast
 
 Forecaster = Callable[[History, ForecastRequest], list[Forecast]]
 OK, FROZEN, KILLED = "ok", "frozen", "killed"

@@ -17,7 +17,7 @@ from autoscaler.model.cluster import ClusterState, Obj, meta
 from autoscaler.model.decisions import VpaDecision
 from autoscaler.output.objects import Change
 from autoscaler.settings import ReclaimSettings
-from predictor.types import ReclaimPlan
+from contracts.reclaim import ReclaimPlan
 
 log = logging.getLogger(__name__)
 

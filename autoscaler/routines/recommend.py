@@ -22,7 +22,8 @@ from autoscaler.output.objects import published
 from autoscaler.routines.context import RunContext, RunReport, iso, parse_duration
 from autoscaler.routines.drift import WriteMemory
 from autoscaler.settings import ServeSettings
-from predictor.types import Forecast, ReclaimPlan
+from contracts.reclaim import ReclaimPlan
+from predictor.types import Forecast
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ import numpy as np
 
 from autoscaler.logic.reclaim import plan_node, reclaimable, smooth, split_numa
 from autoscaler.settings import ReclaimSettings
-from predictor.types import ReclaimPlan
+from contracts.reclaim import ReclaimPlan
 
 GIB = 2**30
 
