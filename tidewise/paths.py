@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from predictor.atomic import check_folder_to_fill, check_output_path, prepare_output_dir
 from contracts.errors import InputError
+from predictor.atomic import check_folder_to_fill, check_output_path, prepare_output_dir
 
 __all__ = ["check_output_path", "prepare_output_dir", "input_file", "existing_registry", "registry_to_write"]
 

@@ -37,9 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from contracts.errors import InputError
     from studies.demo import generate_demo, profile_and_forecast, write_demo_outputs, write_demo_report
     from predictor.durations import parse_duration
-    from contracts.errors import InputError
     from tidewise.paths import prepare_output_dir
     from tidewise.progress import progress
 

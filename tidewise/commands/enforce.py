@@ -111,6 +111,7 @@ def read_settings(section: dict[str, Any] | None, evict: bool | None = None, **f
 
 
 def run(args: argparse.Namespace) -> int:
+    from contracts.errors import InputError
     from node_enforcer.agent import Agent
     from node_enforcer.collect.pods import KubeletPods, read_pods_file
     from node_enforcer.collect.reclaim import reclaim_loader
@@ -119,7 +120,6 @@ def run(args: argparse.Namespace) -> int:
     from node_enforcer.enforce.evictor import Evictor
     from node_enforcer.enforce.files import DryRunFiles, HostFiles
     from predictor.atomic import write_text_atomic
-    from contracts.errors import InputError
 
     version = None if args.cgroup_version in (None, "auto") else int(args.cgroup_version)
     s = read_settings(

@@ -42,8 +42,8 @@ def add_prometheus_args(p: argparse.ArgumentParser) -> None:
 
 
 def prometheus_settings(args: argparse.Namespace):
-    from predictor.durations import parse_duration
     from contracts.errors import InputError
+    from predictor.durations import parse_duration
     from predictor.sources.prometheus import PrometheusSettings
     from tidewise.config import settings_from
 
@@ -84,8 +84,8 @@ def parse_time(text: str, flag: str):
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from predictor.durations import parse_duration
     from contracts.errors import InputError
+    from predictor.durations import parse_duration
     from predictor.history import write_long
     from predictor.sources.prometheus import PrometheusSource
     from tidewise.paths import check_output_path

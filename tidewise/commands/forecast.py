@@ -60,8 +60,8 @@ def check_grid(horizon_text: str, step_text: str):
     """(horizon, step) as Timedeltas, or InputError naming the flag and its limit."""
     import pandas as pd
 
-    from predictor.durations import parse_duration
     from contracts.errors import InputError
+    from predictor.durations import parse_duration
 
     horizon = parse_duration(horizon_text, what="--horizon")
     step = parse_duration(step_text, what="--step")
@@ -86,8 +86,8 @@ def check_series_lengths(history, path: str, horizon) -> list[str]:
 
     import pandas as pd
 
-    from predictor.durations import format_duration
     from contracts.errors import InputError
+    from predictor.durations import format_duration
 
     short, span_min = [], None
     for key, y in history.series.items():

@@ -83,8 +83,8 @@ def run(args: argparse.Namespace) -> int:
 def settings_from(args: argparse.Namespace) -> "ReplaySettings":
     """The command line's knobs, checked (exit 2 with the flag named on a bad one)."""
     from autoscaler.settings import HpaSettings
-    from predictor.durations import parse_duration
     from contracts.errors import InputError
+    from predictor.durations import parse_duration
     from predictor.models import MODELS
     from studies.replay.decisions import STEP
     from studies.replay.runner import ReplaySettings

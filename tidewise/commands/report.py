@@ -26,8 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from predictor.durations import parse_duration
     from contracts.errors import InputError
+    from predictor.durations import parse_duration
     from training.fleet_report import write_registry_report
 
     from tidewise.paths import check_output_path, existing_registry

@@ -111,8 +111,8 @@ def _report_dict(rep) -> dict:
 
 def _check_args(args: argparse.Namespace, settings) -> None:
     """Every usage mistake is exit 2 now, not a frozen loop later (paths: `_check_paths`)."""
-    from predictor.durations import parse_duration
     from contracts.errors import InputError
+    from predictor.durations import parse_duration
     from predictor.models import MODELS
 
     if settings.loop.forecast_model != "auto" and settings.loop.forecast_model not in MODELS:

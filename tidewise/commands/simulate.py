@@ -44,9 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from contracts.errors import InputError
     from studies.simulation.runner import run_study, write_outputs
     from studies.simulation.study import StudySettings
-    from contracts.errors import InputError
     from predictor.models import MODELS
     from tidewise.paths import prepare_output_dir
     from tidewise.progress import progress

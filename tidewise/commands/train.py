@@ -57,8 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def load_source_history(args: argparse.Namespace, step):
     import pandas as pd
 
-    from predictor.durations import parse_duration
     from contracts.errors import InputError
+    from predictor.durations import parse_duration
 
     if args.source == "file":
         from predictor.history import load_history
@@ -84,8 +84,8 @@ def load_source_history(args: argparse.Namespace, step):
 
 
 def train_once(args: argparse.Namespace) -> int:
-    from predictor.durations import parse_duration
     from contracts.errors import InputError
+    from predictor.durations import parse_duration
     from tidewise.commands.forecast import parse_quantiles
     from tidewise.progress import progress
     from training.pipeline import TrainSettings, train
