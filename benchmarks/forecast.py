@@ -19,7 +19,7 @@ import pickle
 import resource
 import sys
 import time
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -89,58 +89,80 @@ def _in_child(fn: Callable[[], object]) -> tuple[object, float]:
     return value, ru.ru_maxrss / 1024
 
 
-def evaluate(data: dict[str, pd.Series], peers: list[str], ours: dict[str, Callable], bf) -> dict:
+class _Origins(NamedTuple):
+    """The reference protocol's origins per series, each series' error scale and the day that came."""
+    data: dict[str, pd.Series]
+    plan: dict[str, list[pd.Timestamp]]
+    scale: dict[str, float]
+    truth: dict[tuple[str, pd.Timestamp], np.ndarray]
+
+
+def _origins(data: dict[str, pd.Series], bf) -> _Origins:
     plan = {k: bf.origins_of(s) for k, s in data.items()}
     plan = {k: o for k, o in plan.items() if o}
     scale = {k: float(np.nanmean(np.abs(data[k][: o[0]].to_numpy()[-MAX_HIST:]))) or 1.0 for k, o in plan.items()}
     truth = {(k, o): data[k][(data[k].index >= o) & (data[k].index < o + pd.Timedelta("1D"))].to_numpy()
              for k, origs in plan.items() for o in origs}
+    return _Origins(data, plan, scale, truth)
 
-    def score_peer(m: str):
-        sc, cv, secs, n = {}, {}, 0.0, 0
-        for k, origs in plan.items():
-            s = data[k]
-            for o in origs:
-                y = truth[(k, o)]
-                if len(y) < H:
-                    continue
-                hist = s[s.index < o].iloc[-MAX_HIST:]
-                t = time.perf_counter()
-                f = bf.MODELS[m](hist)
-                secs += time.perf_counter() - t
-                n += 1
-                sc.setdefault(k, []).append(bf.pinball(y, f) / scale[k])
-                cv.setdefault(k, []).append(np.nanmean(y <= f[:, 2]))
-        return sc, cv, secs, n, {}
 
-    def score_ours(runner: Callable):
-        sc, cv, secs, n, models = {}, {}, 0.0, 0, {}
-        for o in sorted({o for v in plan.values() for o in v}):
-            keys = [k for k, v in plan.items() if o in v]
-            hists = {k: data[k][data[k].index < o].iloc[-MAX_HIST:] for k in keys}
+def _score_peer(model: Callable, org: _Origins, bf):
+    """A reference peer, one series and origin at a time, as the scorer runs it."""
+    sc, cv, secs, n = {}, {}, 0.0, 0
+    for k, origs in org.plan.items():
+        s = org.data[k]
+        for o in origs:
+            y = org.truth[(k, o)]
+            if len(y) < H:
+                continue
+            hist = s[s.index < o].iloc[-MAX_HIST:]
             t = time.perf_counter()
-            fc = runner(hists, o)
+            f = model(hist)
             secs += time.perf_counter() - t
-            for k in keys:
-                y = truth[(k, o)]
-                if len(y) < H:
-                    continue
-                n += 1
-                f = fc.get(k)
-                if f is None or np.isnan(f).any():
-                    continue
-                sc.setdefault(k, []).append(bf.pinball(y, f) / scale[k])
-                cv.setdefault(k, []).append(np.nanmean(y <= f[:, 2]))
-        return sc, cv, secs, n, models
+            n += 1
+            sc.setdefault(k, []).append(bf.pinball(y, f) / org.scale[k])
+            cv.setdefault(k, []).append(np.nanmean(y <= f[:, 2]))
+    return sc, cv, secs, n, {}
 
+
+def _score_ours(runner: Callable, org: _Origins, bf):
+    """A Tidewise runner, one call per origin with every series' history."""
+    sc, cv, secs, n, models = {}, {}, 0.0, 0, {}
+    for o in sorted({o for v in org.plan.values() for o in v}):
+        keys = [k for k, v in org.plan.items() if o in v]
+        hists = {k: org.data[k][org.data[k].index < o].iloc[-MAX_HIST:] for k in keys}
+        t = time.perf_counter()
+        fc = runner(hists, o)
+        secs += time.perf_counter() - t
+        for k in keys:
+            y = org.truth[(k, o)]
+            if len(y) < H:
+                continue
+            n += 1
+            f = fc.get(k)
+            if f is None or np.isnan(f).any():
+                continue
+            sc.setdefault(k, []).append(bf.pinball(y, f) / org.scale[k])
+            cv.setdefault(k, []).append(np.nanmean(y <= f[:, 2]))
+    return sc, cv, secs, n, models
+
+
+def evaluate(data: dict[str, pd.Series], peers: list[str], ours: dict[str, Callable], bf) -> dict:
+    """Every peer and every Tidewise runner on the same origins, each in a forked child (peak RSS)."""
+    org = _origins(data, bf)
     raw = {}
     for m in peers:
-        raw[m] = _in_child(lambda m=m: score_peer(m))
+        raw[m] = _in_child(lambda m=m: _score_peer(bf.MODELS[m], org, bf))
     for m, runner in ours.items():
-        raw[m] = _in_child(lambda runner=runner: score_ours(runner))
+        raw[m] = _in_child(lambda runner=runner: _score_ours(runner, org, bf))
+    return _summarise(raw, len(org.plan), sum(len(v) for v in org.plan.values()))
+
+
+def _summarise(raw: dict, n_series: int, n_origins: int) -> dict:
+    """Per model: mean scaled pinball per quantile, geo-mean pinball@0.95 relative to seasonal naive."""
     per = {m: {k: np.nanmean(v, axis=0) for k, v in r[0][0].items()} for m, r in raw.items()}
     base = per.get("seasonal_naive")
-    out = {"series": len(plan), "origins": sum(len(v) for v in plan.values()), "models": {}}
+    out = {"series": n_series, "origins": n_origins, "models": {}}
     for m, ((sc, cv, secs, n, _), rss) in raw.items():
         arr = np.array(list(per[m].values()))
         r = [per[m][k][2] / base[k][2] for k in per[m] if base and k in base and base[k][2] > 0 and np.isfinite(per[m][k][2])]
@@ -230,14 +252,10 @@ def _replicate(history, copies: int):
 
 
 def run_scale(quick: bool) -> dict:
+    """Train on n_train synthetic series, then serve n_serve copies in-process and through the CLI."""
     import logging
     import shutil
     import tempfile
-
-    from predictor.forecasting import ForecastRequest
-    from predictor.registry import load_version, write_version
-    from predictor.serving import forecast_with_registry
-    from training.pipeline import TrainSettings, train
 
     n_train, n_serve = (100, 1000) if quick else (1000, 10000)
     logging.getLogger("predictor.forecasting").setLevel(logging.ERROR)  # one fallback line per series otherwise
@@ -248,47 +266,9 @@ def run_scale(quick: bool) -> dict:
         hist = _synthetic_history(n_train, 28)
         res["generate_s"] = time.perf_counter() - t
         res["points"] = int(sum(len(y) for y in hist.series.values()))
-
-        def do_train():
-            t0 = time.perf_counter()
-            r = train(hist, os.path.join(work, "reg"), TrainSettings(jobs=2))
-            return time.perf_counter() - t0, r.models, len(r.refitted)
-
-        (secs, models, refitted), rss = _in_child(do_train)
-        res.update(train_s=secs, train_peak_mib=rss, train_models=models, refitted=refitted)
-
-        def do_incremental():
-            t0 = time.perf_counter()
-            r = train(hist, os.path.join(work, "reg"), TrainSettings(jobs=2))
-            return time.perf_counter() - t0, len(r.refitted), len(r.carried)
-
-        (secs, refit2, carried2), rss = _in_child(do_incremental)
-        res.update(incremental_s=secs, incremental_refitted=refit2, incremental_carried=carried2)
-
-        # serving: n_serve series = copies of the trained ones under other namespaces, with a
-        # registry that lists each copy with its original's choice (the serving cost is measured)
-        copies = max(1, n_serve // len(hist.series))
-        # 15 days: enough for every stored model (weekly seasonal naive needs two weeks)
-        recent = hist.window(hist.end - pd.Timedelta(days=15), None)
-        big = _replicate(recent, copies)
-        reg = load_version(os.path.join(work, "reg"))
-        entries = {}
-        for k in big.series:
-            ns, rest = k.split("/", 1)
-            entries[k] = reg.series[ns.rsplit("-", 1)[0] + "/" + rest]
-        serve_dir = os.path.join(work, "serve")
-        write_version(serve_dir, quantiles=reg.quantiles, series=entries, data_window=(str(recent.end), str(recent.end)),
-                      step_seconds=300, global_model=reg.global_model)
-        del reg
-
-        def do_serve():
-            t0 = time.perf_counter()
-            fcs = forecast_with_registry(serve_dir, big, ForecastRequest(pd.Timedelta(days=1), pd.Timedelta("5min")))
-            return time.perf_counter() - t0, len(fcs), bool(all(np.isfinite(f.values).all() for f in fcs))
-
-        (secs, n, ok), rss = _in_child(do_serve)
-        res.update(serve_s=secs, served=n, serve_ok=ok, serve_peak_mib=rss, serve_series=len(big.series))
-
+        res.update(_train_timings(hist, os.path.join(work, "reg")))
+        big, serve_dir = _serving_fleet(hist, os.path.join(work, "reg"), os.path.join(work, "serve"), n_serve)
+        res.update(_serve_timings(big, serve_dir))
         # the same through the command line, file in and file out; 8 days of history to keep the
         # input (23M rows) within memory — series whose stored model needs two weeks fall back to
         # the decaying histogram there, as the forecast notes say
@@ -297,20 +277,81 @@ def run_scale(quick: bool) -> dict:
         del big
         short.to_long().to_parquet(inp, index=False)
         del short
-        import subprocess
-
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        t0 = time.perf_counter()
-        exe = os.path.join(os.path.dirname(sys.executable), "tidewise")
-        r = subprocess.run([exe, "forecast", "--input", inp, "--output", out, "--registry", serve_dir],
-                           capture_output=True, text=True)
-        res["cli_s"] = time.perf_counter() - t0
-        res["cli_ok"] = r.returncode == 0
-        res["cli_peak_mib"] = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
-        if r.returncode != 0:
-            res["cli_error"] = r.stderr[-500:]
+        res.update(_cli_timings(inp, out, serve_dir))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return res
+
+
+def _train_timings(hist, reg_dir: str) -> dict:
+    """A first training run, then the same again (incremental: nothing changed), each in a child."""
+    from training.pipeline import TrainSettings, train
+
+    def do_train():
+        t0 = time.perf_counter()
+        r = train(hist, reg_dir, TrainSettings(jobs=2))
+        return time.perf_counter() - t0, r.models, len(r.refitted)
+
+    (secs, models, refitted), rss = _in_child(do_train)
+    res = dict(train_s=secs, train_peak_mib=rss, train_models=models, refitted=refitted)
+
+    def do_incremental():
+        t0 = time.perf_counter()
+        r = train(hist, reg_dir, TrainSettings(jobs=2))
+        return time.perf_counter() - t0, len(r.refitted), len(r.carried)
+
+    (secs, refit2, carried2), rss = _in_child(do_incremental)
+    res.update(incremental_s=secs, incremental_refitted=refit2, incremental_carried=carried2)
+    return res
+
+
+def _serving_fleet(hist, reg_dir: str, serve_dir: str, n_serve: int):
+    """n_serve series = copies of the trained ones under other namespaces, with a registry that
+    lists each copy with its original's choice (the serving cost is measured, not the training)."""
+    from predictor.registry import load_version, write_version
+
+    copies = max(1, n_serve // len(hist.series))
+    # 15 days: enough for every stored model (weekly seasonal naive needs two weeks)
+    recent = hist.window(hist.end - pd.Timedelta(days=15), None)
+    big = _replicate(recent, copies)
+    reg = load_version(reg_dir)
+    entries = {}
+    for k in big.series:
+        ns, rest = k.split("/", 1)
+        entries[k] = reg.series[ns.rsplit("-", 1)[0] + "/" + rest]
+    write_version(serve_dir, quantiles=reg.quantiles, series=entries, data_window=(str(recent.end), str(recent.end)),
+                  step_seconds=300, global_model=reg.global_model)
+    return big, serve_dir
+
+
+def _serve_timings(big, serve_dir: str) -> dict:
+    from predictor.forecasting import ForecastRequest
+    from predictor.serving import forecast_with_registry
+
+    def do_serve():
+        t0 = time.perf_counter()
+        fcs = forecast_with_registry(serve_dir, big, ForecastRequest(pd.Timedelta(days=1), pd.Timedelta("5min")))
+        return time.perf_counter() - t0, len(fcs), bool(all(np.isfinite(f.values).all() for f in fcs))
+
+    (secs, n, ok), rss = _in_child(do_serve)
+    return dict(serve_s=secs, served=n, serve_ok=ok, serve_peak_mib=rss, serve_series=len(big.series))
+
+
+def _cli_timings(inp: str, out: str, serve_dir: str) -> dict:
+    """`tidewise forecast --registry` end to end, in a subprocess: wall-clock and peak RSS."""
+    import subprocess
+
+    res: dict = {}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.perf_counter()
+    exe = os.path.join(os.path.dirname(sys.executable), "tidewise")
+    r = subprocess.run([exe, "forecast", "--input", inp, "--output", out, "--registry", serve_dir],
+                       capture_output=True, text=True)
+    res["cli_s"] = time.perf_counter() - t0
+    res["cli_ok"] = r.returncode == 0
+    res["cli_peak_mib"] = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+    if r.returncode != 0:
+        res["cli_error"] = r.stderr[-500:]
     return res
 
 

@@ -169,90 +169,117 @@ def run(quick: bool, parts: tuple[str, ...] = ("quality", "scale")) -> str:
            "2 days, 1,000 workloads). Code: `studies/replay/decisions.py` (VPA and HPA replay over `autoscaler/logic`), "
            "`autoscaler/logic/hpa.py` (reactive HPA simulator), `benchmarks/serving.py`.\n"]
     if "quality" in parts:
-        from autoscaler.settings import VpaSettings
-
-        dflt = VpaSettings()
-        grid = [(dflt.quantile, dflt.margin)] + [g for g in GRID if g != (dflt.quantile, dflt.margin)]
-        res = decision_quality(quick, grid)
-        rows = res["rows"]
-        d_slack, d_viol = _mean(rows, "vpa_default", 0), _mean(rows, "vpa_default", 1)
-        out.append(f"### VPA: Tidewise versus the stock recommender ({res['series']} series of the `dev` suite, "
-                   f"hourly decisions from the past only; {res['seconds']:.0f} s)\n")
-        out.append("Data: ../shared/data (cloud_cluster_capacity, nab, web_request_rates, aiops_kpi_samples, "
-                   "alibaba2018 machine usage; see each folder's SOURCE.md). Scores as "
-                   "../shared/eval/bench_decisions.py: mean relative slack and violation rate over 5-minute steps.\n")
-        out.append("The first Tidewise row is the default of `autoscaler/settings.py`; the others show the "
-                   "trade-off of the quantile and margin.\n")
-        out.append("| policy | slack | violation | slack / default | meets target (<= 0.8x slack, violation <= default) |")
-        out.append("|---|---|---|---|---|")
-        out.append(f"| stock VPA (p90 decaying, +15%) | {d_slack:.3f} | {d_viol:.4f} | 1.00 | — |")
-        for policy in [p for p in next(iter(rows.values())) if p.startswith("tidewise")]:
-            s, v = _mean(rows, policy, 0), _mean(rows, policy, 1)
-            ok = s <= 0.8 * d_slack and v <= d_viol
-            out.append(f"| {policy} | {s:.3f} | {v:.4f} | {s / d_slack:.2f} | {'yes' if ok else 'no'} |")
-        fams = sorted({_family(k) for k in rows})
-        pol = f"tidewise q{dflt.quantile:g}+{dflt.margin:.0%}"  # the default of autoscaler/settings.py
-        out.append(f"\nBy source ({pol} / stock):\n")
-        out.append("| source | series | slack | stock slack | violation | stock violation |")
-        out.append("|---|---|---|---|---|---|")
-        for f in fams:
-            sub = {k: r for k, r in rows.items() if _family(k) == f}
-            out.append(f"| {f} | {len(sub)} | {_mean(sub, pol, 0):.3f} | {_mean(sub, 'vpa_default', 0):.3f} | "
-                       f"{_mean(sub, pol, 1):.4f} | {_mean(sub, 'vpa_default', 1):.4f} |")
-        r_rep, r_over = _mean(rows, "hpa_reactive", 0), _mean(rows, "hpa_reactive", 1)
-        out.append("\n### Predictive HPA versus the reactive HPA (same series as demand, 1-minute simulation)\n")
-        out.append("| policy | mean replicas | over-target minutes | replicas / reactive | over-target reduction | "
-                   "meets target (>= 70% fewer, <= 1.05x replicas) |")
-        out.append("|---|---|---|---|---|---|")
-        out.append(f"| reactive HPA | {r_rep:.2f} | {r_over:.4f} | 1.00 | — | — |")
-        for policy in [p for p in next(iter(rows.values())) if p.startswith("hpa_predictive")]:
-            rp, ov = _mean(rows, policy, 0), _mean(rows, policy, 1)
-            red = 1 - ov / r_over if r_over else float("nan")
-            ok = red >= 0.7 and rp <= 1.05 * r_rep
-            out.append(f"| {policy} (floor) + reactive | {rp:.2f} | {ov:.4f} | {rp / r_rep:.3f} | {red:.0%} | "
-                       f"{'yes' if ok else 'no'} |")
-        out.append(
-            "\nWhere the targets are missed, and why. VPA: the target is a forecast quantile, and the "
-            "forecasters' bands (quantiles of residuals, as wide in the trough as at the peak) leave a "
-            "high relative slack whenever usage is low; on the spiky cloud pools (`ccc`, half the suite) "
-            "the hourly forecast barely beats an 8-day percentile, while on strongly tidal series "
-            "(`aiops`, `web`) the slack falls by a third or more. The lever is sharper (heteroscedastic) "
-            "quantiles in `predictor`, not the decision rule: lowering the quantile or margin buys slack "
-            "only with violations (rows above). HPA: every replica the floor adds over the reactive rule "
-            "counts in the average, so a floor at the median forecast stays within 1.05x the replicas but "
-            "removes only part of the over-target minutes, and the q0.9 floor removes most of them at a "
-            "higher replica cost; the forecast errors of these traces do not allow both at once.\n")
-        models: dict[str, int] = {}
-        for r in rows.values():
-            for m in r["models"]:
-                models[m] = models.get(m, 0) + 1
-        out.append(f"\nModels chosen per day by `auto` (series using each): "
-                   f"{', '.join(f'{m} {n}' for m, n in sorted(models.items()))}.\n")
+        out += _quality_section(quick)
     if "scale" in parts:
-        n_w, n_n = (1000, 50) if quick else (10_000, 500)
-        model = "seasonal_naive_daily"
-        budget = 200 if quick else 2000
-        res = scale(n_w, n_n, model, budget)
-        load = os.getloadavg()
-        out.append(f"### Scale: run_once for {n_w:,} workloads ({res['series']:,} series, {res['pods']:,} pods) "
-                   f"and {n_n} nodes, offline\n")
-        out.append(f"Cluster state from a JSON file (`kubectl get -o json` shape; FileCluster), history in memory (3 days at 5 min), file "
-                   f"sink, forecasts by `{model}` (a named model: `auto` backtests every series and costs "
-                   f"~0.1-0.4 s per series here). Whole-process peak RSS (history and cluster included): "
-                   f"{res['max_rss_bytes'] / 2**30:.2f} GiB (target <= 2 GiB). Setup (not timed): "
-                   f"{res['setup_seconds']:.0f} s. Load average when it finished: {load[0]:.1f} on 2 cores "
-                   f"(other jobs share the machine; timings are wall-clock).\n")
-        out.append("| run | seconds | <= 10 s | fetch | cluster | forecast | recommend | guardrails | write | "
-                   "changes | forecast step |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
-        for r in res["runs"]:
-            st = r["steps"]
-            out.append(f"| {r['label']} | {r['seconds']:.2f} | {'yes' if r['seconds'] <= 10 else 'no'} | "
-                       f"{st.get('fetch', 0):.2f} | {st.get('cluster', 0):.2f} | {st.get('forecast', 0):.2f} | "
-                       f"{st.get('recommend', 0):.2f} | {st.get('guardrails', 0):.2f} | {st.get('write', 0):.2f} | "
-                       f"{r['changes']} | {r['detail']} |")
-        out.append("")
+        out += _scale_section(quick)
     return "\n".join(out) + "\n"
+
+
+def _quality_section(quick: bool) -> list[str]:
+    """VPA and HPA decision quality on the `dev` suite, the default first, then the grid."""
+    from autoscaler.settings import VpaSettings
+
+    dflt = VpaSettings()
+    grid = [(dflt.quantile, dflt.margin)] + [g for g in GRID if g != (dflt.quantile, dflt.margin)]
+    res = decision_quality(quick, grid)
+    rows = res["rows"]
+    out = _vpa_table(rows, res["series"], res["seconds"])
+    out += _vpa_by_source(rows, f"tidewise q{dflt.quantile:g}+{dflt.margin:.0%}")  # the default of autoscaler/settings.py
+    out += _hpa_table(rows)
+    out.append(
+        "\nWhere the targets are missed, and why. VPA: the target is a forecast quantile, and the "
+        "forecasters' bands (quantiles of residuals, as wide in the trough as at the peak) leave a "
+        "high relative slack whenever usage is low; on the spiky cloud pools (`ccc`, half the suite) "
+        "the hourly forecast barely beats an 8-day percentile, while on strongly tidal series "
+        "(`aiops`, `web`) the slack falls by a third or more. The lever is sharper (heteroscedastic) "
+        "quantiles in `predictor`, not the decision rule: lowering the quantile or margin buys slack "
+        "only with violations (rows above). HPA: every replica the floor adds over the reactive rule "
+        "counts in the average, so a floor at the median forecast stays within 1.05x the replicas but "
+        "removes only part of the over-target minutes, and the q0.9 floor removes most of them at a "
+        "higher replica cost; the forecast errors of these traces do not allow both at once.\n")
+    models: dict[str, int] = {}
+    for r in rows.values():
+        for m in r["models"]:
+            models[m] = models.get(m, 0) + 1
+    out.append(f"\nModels chosen per day by `auto` (series using each): "
+               f"{', '.join(f'{m} {n}' for m, n in sorted(models.items()))}.\n")
+    return out
+
+
+def _vpa_table(rows: dict[str, dict[str, Any]], series: int, seconds: float) -> list[str]:
+    """Each Tidewise (quantile, margin) against the stock recommender, with the slack target."""
+    d_slack, d_viol = _mean(rows, "vpa_default", 0), _mean(rows, "vpa_default", 1)
+    out = [f"### VPA: Tidewise versus the stock recommender ({series} series of the `dev` suite, "
+           f"hourly decisions from the past only; {seconds:.0f} s)\n"]
+    out.append("Data: ../shared/data (cloud_cluster_capacity, nab, web_request_rates, aiops_kpi_samples, "
+               "alibaba2018 machine usage; see each folder's SOURCE.md). Scores as "
+               "../shared/eval/bench_decisions.py: mean relative slack and violation rate over 5-minute steps.\n")
+    out.append("The first Tidewise row is the default of `autoscaler/settings.py`; the others show the "
+               "trade-off of the quantile and margin.\n")
+    out.append("| policy | slack | violation | slack / default | meets target (<= 0.8x slack, violation <= default) |")
+    out.append("|---|---|---|---|---|")
+    out.append(f"| stock VPA (p90 decaying, +15%) | {d_slack:.3f} | {d_viol:.4f} | 1.00 | — |")
+    for policy in [p for p in next(iter(rows.values())) if p.startswith("tidewise")]:
+        s, v = _mean(rows, policy, 0), _mean(rows, policy, 1)
+        ok = s <= 0.8 * d_slack and v <= d_viol
+        out.append(f"| {policy} | {s:.3f} | {v:.4f} | {s / d_slack:.2f} | {'yes' if ok else 'no'} |")
+    return out
+
+
+def _vpa_by_source(rows: dict[str, dict[str, Any]], pol: str) -> list[str]:
+    out = [f"\nBy source ({pol} / stock):\n"]
+    out.append("| source | series | slack | stock slack | violation | stock violation |")
+    out.append("|---|---|---|---|---|---|")
+    for f in sorted({_family(k) for k in rows}):
+        sub = {k: r for k, r in rows.items() if _family(k) == f}
+        out.append(f"| {f} | {len(sub)} | {_mean(sub, pol, 0):.3f} | {_mean(sub, 'vpa_default', 0):.3f} | "
+                   f"{_mean(sub, pol, 1):.4f} | {_mean(sub, 'vpa_default', 1):.4f} |")
+    return out
+
+
+def _hpa_table(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """Each predictive floor (with the reactive rule above it) against the reactive rule alone."""
+    r_rep, r_over = _mean(rows, "hpa_reactive", 0), _mean(rows, "hpa_reactive", 1)
+    out = ["\n### Predictive HPA versus the reactive HPA (same series as demand, 1-minute simulation)\n"]
+    out.append("| policy | mean replicas | over-target minutes | replicas / reactive | over-target reduction | "
+               "meets target (>= 70% fewer, <= 1.05x replicas) |")
+    out.append("|---|---|---|---|---|---|")
+    out.append(f"| reactive HPA | {r_rep:.2f} | {r_over:.4f} | 1.00 | — | — |")
+    for policy in [p for p in next(iter(rows.values())) if p.startswith("hpa_predictive")]:
+        rp, ov = _mean(rows, policy, 0), _mean(rows, policy, 1)
+        red = 1 - ov / r_over if r_over else float("nan")
+        ok = red >= 0.7 and rp <= 1.05 * r_rep
+        out.append(f"| {policy} (floor) + reactive | {rp:.2f} | {ov:.4f} | {rp / r_rep:.3f} | {red:.0%} | "
+                   f"{'yes' if ok else 'no'} |")
+    return out
+
+
+def _scale_section(quick: bool) -> list[str]:
+    """run_once at fleet size in a fresh process: wall-clock per step and peak RSS."""
+    n_w, n_n = (1000, 50) if quick else (10_000, 500)
+    model = "seasonal_naive_daily"
+    budget = 200 if quick else 2000
+    res = scale(n_w, n_n, model, budget)
+    load = os.getloadavg()
+    out = [f"### Scale: run_once for {n_w:,} workloads ({res['series']:,} series, {res['pods']:,} pods) "
+           f"and {n_n} nodes, offline\n"]
+    out.append(f"Cluster state from a JSON file (`kubectl get -o json` shape; FileCluster), history in memory (3 days at 5 min), file "
+               f"sink, forecasts by `{model}` (a named model: `auto` backtests every series and costs "
+               f"~0.1-0.4 s per series here). Whole-process peak RSS (history and cluster included): "
+               f"{res['max_rss_bytes'] / 2**30:.2f} GiB (target <= 2 GiB). Setup (not timed): "
+               f"{res['setup_seconds']:.0f} s. Load average when it finished: {load[0]:.1f} on 2 cores "
+               f"(other jobs share the machine; timings are wall-clock).\n")
+    out.append("| run | seconds | <= 10 s | fetch | cluster | forecast | recommend | guardrails | write | "
+               "changes | forecast step |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in res["runs"]:
+        st = r["steps"]
+        out.append(f"| {r['label']} | {r['seconds']:.2f} | {'yes' if r['seconds'] <= 10 else 'no'} | "
+                   f"{st.get('fetch', 0):.2f} | {st.get('cluster', 0):.2f} | {st.get('forecast', 0):.2f} | "
+                   f"{st.get('recommend', 0):.2f} | {st.get('guardrails', 0):.2f} | {st.get('write', 0):.2f} | "
+                   f"{r['changes']} | {r['detail']} |")
+    out.append("")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -79,6 +79,44 @@ def test_contracts_import_only_the_standard_library():
     assert not bad, bad
 
 
+# issue 11: rooms stay small enough to read in one sitting
+SIZED = ("contracts", "predictor", "training", "autoscaler", "node_enforcer", "tidewise", "studies", "benchmarks")
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+def oversized(path):
+    """`path` if it is over MAX_MODULE_LINES, and each function/method in it over MAX_FUNCTION_LINES
+    (decorators and docstring included: what a reader has to hold at once)."""
+    source = open(path, encoding="utf-8").read()
+    rel = os.path.relpath(path, ROOT)
+    n_lines = len(source.splitlines())
+    if n_lines > MAX_MODULE_LINES:
+        yield f"{rel}: module of {n_lines} lines"
+    for node in ast.walk(ast.parse(source, path)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            length = node.end_lineno - first + 1
+            if length > MAX_FUNCTION_LINES:
+                yield f"{rel}:{node.lineno} {node.name}() of {length} lines"
+
+
+def test_oversized_flags_a_long_function_and_a_long_module(tmp_path):
+    long_function = "def f():\n" + "    x = 1\n" * MAX_FUNCTION_LINES
+    path = tmp_path / "long.py"
+    path.write_text(long_function + "\n" * (MAX_MODULE_LINES - MAX_FUNCTION_LINES))
+    found = list(oversized(str(path)))
+    assert len(found) == 2, found
+    assert found[0].endswith(": module of 401 lines") and found[1].endswith(":1 f() of 61 lines"), found
+    path.write_text("def f():\n" + "    x = 1\n" * (MAX_FUNCTION_LINES - 1))
+    assert list(oversized(str(path))) == []
+
+
+def test_no_module_or_function_is_oversized():
+    bad = [problem for pkg in SIZED for path in python_files(pkg) for problem in oversized(path)]
+    assert not bad, "split these (issue 11: modules <= 400 lines, functions <= 60):\n" + "\n".join(bad)
+
+
 def loaded_packages(code, packages):
     """Which of `packages` a fresh interpreter has loaded after running `code`."""
     probe = f"{code}\nimport sys\nprint(sorted({{m.split('.')[0] for m in sys.modules}} & {set(packages)!r}))"

@@ -6,10 +6,12 @@ import dataclasses
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from node_enforcer.agent import ReconcileResult
+    from node_enforcer.agent import Agent, ReconcileResult
+    from node_enforcer.enforce.cgroups import CgroupDriver
+    from node_enforcer.kube import KubeApi
     from node_enforcer.settings import EnforcerSettings
 
 HELP = """\
@@ -111,18 +113,32 @@ def read_settings(section: dict[str, Any] | None, evict: bool | None = None, **f
 
 
 def run(args: argparse.Namespace) -> int:
-    from contracts.errors import InputError
+    """Check every input first (exit 2 before any cgroup is written), then reconcile once or loop."""
     from node_enforcer.agent import Agent
-    from node_enforcer.collect.pods import KubeletPods, read_pods_file
-    from node_enforcer.collect.reclaim import reclaim_loader
     from node_enforcer.collect.topology import read_topology
-    from node_enforcer.enforce.cgroups import make_driver
-    from node_enforcer.enforce.evictor import Evictor
-    from node_enforcer.enforce.files import DryRunFiles, HostFiles
-    from predictor.atomic import write_text_atomic
 
+    s = _settings(args)
+    node, plan_from = _node_and_plan_source(s)
+    _check_paths(s, args.plan_out)
+    topo = read_topology(s.sysfs_root)
+    driver = _driver(s)
+    kube = _kube_api(s, plan_from, args.kubeconfig)
+    list_pods = _pod_lister(s, node, kube)
+    _check_reclaim_plan(s, node, plan_from, args.once)
+    writer, reclaim, evictor = _enforcement(s, node, plan_from, kube)
+    agent = Agent(s, topo, list_pods, driver, writer, reclaim, evictor)
+    if not args.once:
+        print(f"tidewise enforce: node {node}, {topo.summary()}, cgroup v{driver.version} ({s.cgroup_driver}) "
+              f"at {s.cgroup_root}, every {s.interval_seconds:g} s{' (dry-run)' if s.dry_run else ''}",
+              file=sys.stderr)
+        agent.run()
+        return 0
+    return _reconcile_once(agent, s, node, topo.summary(), driver.version, args.plan_out)
+
+
+def _settings(args: argparse.Namespace) -> "EnforcerSettings":
     version = None if args.cgroup_version in (None, "auto") else int(args.cgroup_version)
-    s = read_settings(
+    return read_settings(
         (args.settings or {}).get("enforcer"), evict=args.evict,
         node=args.node, pods_from=args.pods_from, pods_file=args.pods, kubelet_url=args.kubelet_url,
         kubelet_ca=args.kubelet_ca, sysfs_root=args.sysfs_root, cgroup_root=args.cgroup_root,
@@ -131,6 +147,12 @@ def run(args: argparse.Namespace) -> int:
         reclaim_plan_from=args.reclaim_plan_from, interval_seconds=args.interval, dry_run=args.dry_run,
         eviction_enabled=False if args.no_eviction else None,
     )
+
+
+def _node_and_plan_source(s: "EnforcerSettings") -> tuple[str, str]:
+    """This node's name and where the reclaim plan comes from (api, file or none), both checked."""
+    from contracts.errors import InputError
+
     node = s.node or os.environ.get("NODE_NAME", "")
     if not node:
         raise InputError("--node is required (or settings enforcer.node, or $NODE_NAME)")
@@ -145,10 +167,17 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--reclaim-plan-from file needs --reclaim-plan FILE")
     if s.pods_from == "file" and not s.pods_file:
         raise InputError("--pods-from file needs --pods FILE")
-    if args.plan_out:  # checked before any cgroup is written, not after
+    return node, plan_from
+
+
+def _check_paths(s: "EnforcerSettings", plan_out: str | None) -> None:
+    """The output file, the cgroup mount and the checkpoint, checked before any cgroup is written."""
+    from contracts.errors import InputError
+
+    if plan_out:  # checked before any cgroup is written, not after
         from predictor.atomic import check_output_path
 
-        check_output_path(args.plan_out, what="--plan-out")
+        check_output_path(plan_out, what="--plan-out")
     if not os.path.isdir(s.cgroup_root):
         raise InputError(f"--cgroup-root {s.cgroup_root}: no such folder")
     if not s.dry_run and s.checkpoint:
@@ -156,40 +185,65 @@ def run(args: argparse.Namespace) -> int:
 
         if (problem := path_problem(s.checkpoint)) is not None:  # the agent checks each pass too
             raise InputError(f"--checkpoint {s.checkpoint}: {problem}")
-    topo = read_topology(s.sysfs_root)
+
+
+def _driver(s: "EnforcerSettings") -> "CgroupDriver":
+    from contracts.errors import InputError
+    from node_enforcer.enforce.cgroups import make_driver
+
     try:
-        driver = make_driver(s.cgroup_root, s.cgroup_driver, s.cgroup_version or None, s.cgroup_parent)
+        return make_driver(s.cgroup_root, s.cgroup_driver, s.cgroup_version or None, s.cgroup_parent)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    kube = None
-    if s.pods_from == "api" or plan_from == "api" or (s.eviction_enabled and s.pods_from != "file"):
-        from kubernetes.config import ConfigException
 
-        from node_enforcer.kube import KubeApi
 
-        if args.kubeconfig and not os.path.isfile(args.kubeconfig):
-            raise InputError(f"--kubeconfig {args.kubeconfig}: no such file")
-        try:
-            kube = KubeApi(kubeconfig=args.kubeconfig)
-        except ConfigException as exc:
-            needs = "pods_from api" if s.pods_from == "api" else (
-                "the reclaim plan from the API" if plan_from == "api" else "eviction")
-            raise InputError(f"{needs} needs the Kubernetes API, but there are no credentials ({exc}): run in a pod "
-                             "with a service account, or give --kubeconfig FILE (or $KUBECONFIG)"
-                             + ("; --no-eviction needs none" if needs == "eviction" else "")) from None
+def _kube_api(s: "EnforcerSettings", plan_from: str, kubeconfig: str | None) -> "KubeApi | None":
+    """The Kubernetes API client, only when the pods, the plan or evictions need it."""
+    if not (s.pods_from == "api" or plan_from == "api" or (s.eviction_enabled and s.pods_from != "file")):
+        return None
+    from kubernetes.config import ConfigException
+
+    from contracts.errors import InputError
+    from node_enforcer.kube import KubeApi
+
+    if kubeconfig and not os.path.isfile(kubeconfig):
+        raise InputError(f"--kubeconfig {kubeconfig}: no such file")
+    try:
+        return KubeApi(kubeconfig=kubeconfig)
+    except ConfigException as exc:
+        needs = "pods_from api" if s.pods_from == "api" else (
+            "the reclaim plan from the API" if plan_from == "api" else "eviction")
+        raise InputError(f"{needs} needs the Kubernetes API, but there are no credentials ({exc}): run in a pod "
+                         "with a service account, or give --kubeconfig FILE (or $KUBECONFIG)"
+                         + ("; --no-eviction needs none" if needs == "eviction" else "")) from None
+
+
+def _pod_lister(s: "EnforcerSettings", node: str, kube: "KubeApi | None") -> Callable[[], Any]:
+    from node_enforcer.collect.pods import KubeletPods, read_pods_file
+
     if s.pods_from == "file":
         pods_file = s.pods_file or ""
         read_pods_file(pods_file, node)  # fail now, with exit 2, on a bad file
-        list_pods = lambda: read_pods_file(pods_file, node)  # noqa: E731
-    elif s.pods_from == "api":
-        list_pods = lambda: kube.list_node_pods(node)  # type: ignore[union-attr]  # noqa: E731
-    else:
-        list_pods = lambda: KubeletPods(s.kubelet_url, verify=s.kubelet_ca or True).list(node)  # noqa: E731
-    if plan_from == "file" and s.reclaim_plan and (args.once or os.path.exists(s.reclaim_plan)):
+        return lambda: read_pods_file(pods_file, node)
+    if s.pods_from == "api":
+        return lambda: kube.list_node_pods(node)  # type: ignore[union-attr]
+    return lambda: KubeletPods(s.kubelet_url, verify=s.kubelet_ca or True).list(node)
+
+
+def _check_reclaim_plan(s: "EnforcerSettings", node: str, plan_from: str, once: bool) -> None:
+    if plan_from == "file" and s.reclaim_plan and (once or os.path.exists(s.reclaim_plan)):
         from node_enforcer.collect.reclaim import load_reclaim_plan
 
         # fail now on a bad file; in the loop a missing or stale plan is refused with a warning (reclaim 0)
         load_reclaim_plan(s.reclaim_plan, node)
+
+
+def _enforcement(s: "EnforcerSettings", node: str, plan_from: str, kube: "KubeApi | None") -> tuple[Any, Any, Any]:
+    """The file writer (dry-run or host), the reclaim-plan loader and the evictor (None when disabled)."""
+    from node_enforcer.collect.reclaim import reclaim_loader
+    from node_enforcer.enforce.evictor import Evictor
+    from node_enforcer.enforce.files import DryRunFiles, HostFiles
+
     writer = DryRunFiles() if s.dry_run else HostFiles()
     ev_settings = s.eviction
     if s.dry_run:
@@ -199,27 +253,35 @@ def run(args: argparse.Namespace) -> int:
         reclaim = reclaim_loader(None, node, annotations=lambda: kube.node_annotations(node))  # type: ignore[union-attr]
     else:
         reclaim = reclaim_loader(s.reclaim_plan if plan_from == "file" else None, node)
-    agent = Agent(s, topo, list_pods, driver, writer, reclaim, evictor)
-    if not args.once:
-        print(f"tidewise enforce: node {node}, {topo.summary()}, cgroup v{driver.version} ({s.cgroup_driver}) "
-              f"at {s.cgroup_root}, every {s.interval_seconds:g} s{' (dry-run)' if s.dry_run else ''}",
-              file=sys.stderr)
-        agent.run()
-        return 0
+    return writer, reclaim, evictor
+
+
+def _reconcile_once(agent: "Agent", s: "EnforcerSettings", node: str, topo_summary: str, cgroup_version: int,
+                    plan_out: str | None) -> int:
+    """One pass: print the plan, write --plan-out; exit 1 when a cgroup write failed."""
+    from predictor.atomic import write_text_atomic
+
     res = agent.reconcile_once()
     if res.error or res.allocation is None or res.report is None:
         from contracts.errors import TidewiseError
 
         raise TidewiseError(res.error or "reconcile failed")
+    print(render(node, topo_summary, res, bool(s.dry_run)))
+    if plan_out:
+        doc = _plan_doc(res, node, topo_summary, cgroup_version, bool(s.dry_run))
+        write_text_atomic(plan_out, json.dumps(doc, indent=1) + "\n")
+        print(f"plan written to {plan_out}", file=sys.stderr)
+    return 1 if res.report.errors else 0
+
+
+def _plan_doc(res: "ReconcileResult", node: str, topo_summary: str, cgroup_version: int,
+              dry_run: bool) -> dict[str, Any]:
+    """What --plan-out holds: the allocation, the diff, what could not be written, and evictions."""
     report = res.report
-    print(render(node, topo.summary(), res, bool(s.dry_run)))
-    if args.plan_out:
-        doc = {"node": node, "topology": topo.summary(), "cgroup_version": driver.version,
-               "dry_run": bool(s.dry_run), "allocation": res.allocation.to_dict(),
-               "changes": [{"path": c.path, "old": c.old, "new": c.new} for c in report.changes],
-               "missing": report.missing, "unsupported": report.unsupported, "errors": report.errors,
-               "evictions": [ev.__dict__ for ev in res.evictions],
-               "timings_ms": {k: round(v * 1000, 3) for k, v in res.timings.items()}}
-        write_text_atomic(args.plan_out, json.dumps(doc, indent=1) + "\n")
-        print(f"plan written to {args.plan_out}", file=sys.stderr)
-    return 1 if report.errors else 0
+    assert res.allocation is not None and report is not None, "_plan_doc() takes a completed reconcile"
+    return {"node": node, "topology": topo_summary, "cgroup_version": cgroup_version,
+            "dry_run": dry_run, "allocation": res.allocation.to_dict(),
+            "changes": [{"path": c.path, "old": c.old, "new": c.new} for c in report.changes],
+            "missing": report.missing, "unsupported": report.unsupported, "errors": report.errors,
+            "evictions": [ev.__dict__ for ev in res.evictions],
+            "timings_ms": {k: round(v * 1000, 3) for k, v in res.timings.items()}}
