@@ -7,14 +7,15 @@ this module only fans out over series and shapes the results.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import pandas as pd
 
 from autoscaler.logic.hpa import TooManyReplicas, check_replica_scale, simulate_reactive_hpa
 from autoscaler.settings import HpaSettings, VpaSettings
 from contracts.errors import InputError
-from studies.replay.decisions import DailyChoiceForecaster, replay_hpa, replay_vpa_decisions, replay_vpa_default
+from studies.replay.decision_time import BACKEND, DecisionTimeForecaster, DecisionTimeTrainer, hpa_span
+from studies.replay.decisions import STEP, DailyChoiceForecaster, replay_hpa, replay_vpa_decisions, replay_vpa_default
 from studies.replay.inputs import ReplayInput
 from studies.replay.report import MAX_PLOTS, plot_lines, render
 from studies.replay.scores import request_in_force
@@ -37,6 +38,7 @@ class ReplaySettings:
     startup: pd.Timedelta = pd.Timedelta("2m")  # HPA: a replica serves this long after it is asked for
     stabilization: pd.Timedelta = pd.Timedelta("5m")  # HPA scale-down stabilisation window
     hpa: HpaSettings = field(default_factory=HpaSettings)
+    decision_model: str | None = None  # opt-in: gbm or lightgbm decision-time forecasts (decision_time.py)
 
     @property
     def stabilization_minutes(self) -> int:
@@ -52,13 +54,22 @@ def check_scales(data: ReplayInput, target_utilization: float, path: str) -> Non
             raise InputError(f"input {path}: series {key!r}: {exc}") from None
 
 
-def replay_hpa_series(key: str, y: pd.Series, data: ReplayInput, s: ReplaySettings, path: str
-                      ) -> tuple[dict[str, Any], pd.DataFrame]:
-    """Tidewise's serving replicas per minute and the reactive HPA's, on one series."""
-    start, end, per = data.start[key], data.end[key], data.per_replica[key]
+def series_forecaster(key: str, s: ReplaySettings, trainer: DecisionTimeTrainer | None) -> DailyChoiceForecaster:
+    """The day-ahead forecaster, or (opt-in) the decision-time one falling back to it (typed as the
+    day-ahead one: the decision functions read only `.forecast(y, origin, horizon)`)."""
     fc = DailyChoiceForecaster(key=key, model=s.model)
+    return fc if trainer is None else cast(DailyChoiceForecaster, DecisionTimeForecaster(key, trainer, fc))
+
+
+def replay_hpa_series(key: str, y: pd.Series, data: ReplayInput, s: ReplaySettings, path: str,
+                      trainer: DecisionTimeTrainer | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Tidewise's serving replicas per minute and the reactive HPA's, on one series (decision-time
+    forecasts are asked every step: they condition on the latest sample)."""
+    start, end, per = data.start[key], data.end[key], data.per_replica[key]
+    fc = series_forecaster(key, s, trainer)
+    every = STEP if trainer is not None else pd.Timedelta("1h")
     try:
-        demand, floor, serving, r0 = replay_hpa(y, start, end, per, s.hpa, s.target_utilization, fc,
+        demand, floor, serving, r0 = replay_hpa(y, start, end, per, s.hpa, s.target_utilization, fc, every,
                                                 tolerance=s.tolerance, stabilization_minutes=s.stabilization_minutes)
     except TooManyReplicas as exc:
         raise InputError(f"input {path}: series {key!r}: {exc}") from None
@@ -71,13 +82,13 @@ def replay_hpa_series(key: str, y: pd.Series, data: ReplayInput, s: ReplaySettin
     return result, pd.DataFrame({"series": key, "timestamp": minutes, "replicas": serving.astype(int)})
 
 
-def replay_vpa_series(key: str, y: pd.Series, data: ReplayInput, s: ReplaySettings
-                      ) -> tuple[dict[str, Any], pd.DataFrame]:
+def replay_vpa_series(key: str, y: pd.Series, data: ReplayInput, s: ReplaySettings,
+                      trainer: DecisionTimeTrainer | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
     """Tidewise's VPA decisions every `s.every` and the stock VPA's request, on one series."""
     start, end = data.start[key], data.end[key]
-    fc = DailyChoiceForecaster(key=key, model=s.model)
+    fc = series_forecaster(key, s, trainer)
     resource = "memory" if key.rsplit("/", 1)[-1] == "memory" else "cpu"
-    dec = replay_vpa_decisions(y, start, end, VpaSettings(), fc, s.every, resource=resource)
+    dec = replay_vpa_decisions(y, start, end, VpaSettings(), fc, s.every, resource=resource, oom=data.oom.get(key))
     use = y[(y.index >= start) & (y.index < end)]
     result = {"usage": use, "decisions": dec, "reference": replay_vpa_default(y, start, end, s.every).reindex(use.index)}
     return result, dec.drop(columns="reason").assign(series=key)
@@ -88,12 +99,16 @@ def replay_all(data: ReplayInput, s: ReplaySettings, path: str, progress: Progre
     """(per-series results for scoring and plotting, the decisions table to write)."""
     result: dict[str, dict[str, Any]] = {}
     parts = []
+    trainer = None
+    if s.decision_model:
+        span = hpa_span(s.startup) if s.kind == "hpa" else max(1, int(s.every // STEP))
+        trainer = DecisionTimeTrainer(data.history.series, span, BACKEND[s.decision_model])
     with progress(f"replaying {s.kind}", len(data.history.series)) as advance:
         for key, y in data.history.series.items():
             if s.kind == "hpa":
-                result[key], part = replay_hpa_series(key, y, data, s, path)
+                result[key], part = replay_hpa_series(key, y, data, s, path, trainer)
             else:
-                result[key], part = replay_vpa_series(key, y, data, s)
+                result[key], part = replay_vpa_series(key, y, data, s, trainer)
             parts.append(part)
             advance(1)
     cols = HPA_COLUMNS if s.kind == "hpa" else VPA_COLUMNS

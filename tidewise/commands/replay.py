@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,10 @@ serves from t + startup; decisions at minute t use only data before t.
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("replay", help="what Tidewise would have decided on a history (VPA or HPA)",
                        description="Replay Tidewise's decisions on your own history, next to the reference.")
+    p.add_argument("--decision-model", choices=("gbm", "lightgbm"),
+                   help="opt-in: decide from decision-time forecasts (quantiles of the next interval's peak from "
+                        "the latest samples; one global model fitted daily on the input's past; gbm = "
+                        "scikit-learn, lightgbm needs the lightgbm package) instead of the day-ahead forecast")
     kinds = p.add_subparsers(dest="kind", metavar="vpa|hpa", required=True)
     v = kinds.add_parser("vpa", help="replay the VPA recommender", description=VPA_HELP,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -91,11 +96,14 @@ def settings_from(args: argparse.Namespace) -> "ReplaySettings":
 
     if args.model != "auto" and args.model not in MODELS:
         raise InputError(f"--model {args.model!r}: use auto or one of {sorted(MODELS)}")
+    decision = getattr(args, "decision_model", None)
+    if decision == "lightgbm" and importlib.util.find_spec("lightgbm") is None:
+        raise InputError("--decision-model lightgbm: the lightgbm package is not installed; pip install lightgbm, or use gbm")
     if args.kind == "vpa":
         every = parse_duration(args.every, what="--every")
         if every < STEP:
             raise InputError(f"--every {args.every}: at least {STEP} (the history step)")
-        return ReplaySettings("vpa", args.model, every=every)
+        return ReplaySettings("vpa", args.model, every=every, decision_model=decision)
     if not 0 < args.target_utilization <= 1:
         raise InputError(f"--target-utilization {args.target_utilization}: use a number in (0, 1]")
     if not 0 <= args.tolerance <= 1:  # also refuses nan and inf
@@ -108,4 +116,4 @@ def settings_from(args: argparse.Namespace) -> "ReplaySettings":
             raise InputError(f"--quantile {args.quantile}: use a number in (0, 1)")
         hpa.quantile = args.quantile
     return ReplaySettings("hpa", args.model, target_utilization=args.target_utilization, tolerance=args.tolerance,
-                          startup=startup, stabilization=stabilization, hpa=hpa)
+                          startup=startup, stabilization=stabilization, hpa=hpa, decision_model=decision)

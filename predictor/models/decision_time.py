@@ -1,0 +1,218 @@
+"""Decision-time forecasts (issue 12): quantiles of the peak of the next `span` steps, from the
+latest observations, for the decision about to be made (VPA: the next hour's peak; HPA: the demand
+a start-up time from now).
+
+`DecisionTimeGBM` is one global quantile-regression model for the fleet (features and scaling in
+`predictor.features.decision`), fitted on the rows of many series at once and predicting every
+origin of a series in one pass. Two backends: scikit-learn's HistGradientBoosting ("hgb", the
+default: no extra dependency, stored as `QuantileTrees`) and LightGBM ("lightgbm", optional; stored
+as its own text model format). Either way a fitted model is JSON + NumPy arrays, never a pickle.
+
+`AdaptiveConformal` calibrates the quantiles online, per series: each quantile carries an offset
+(in units of the series' scale) that grows after a miss and shrinks after a hit, so the running
+miss rate tracks 1 - q (Angelopoulos et al., "Conformal PID control", quantile tracking).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator
+
+from predictor.features.decision import FEATURE_NAMES, decision_features, next_max, training_rows
+from predictor.models.base import NotFittedError, non_crossing
+from predictor.models.gbm import QuantileTrees, _threads
+
+ARRAYS_FORMAT = "tidewise-decision-time/1"  # bump when the layout of to_arrays changes
+BACKENDS = ("hgb", "lightgbm")
+
+
+class DecisionTimeGBM(BaseEstimator):
+    """Global quantile model of max(y[t .. t+span-1]) given y before t (see the module doc)."""
+
+    def __init__(self, quantiles: Sequence[float] = (0.5, 0.9, 0.95, 0.99), span: int = 12,
+                 backend: str = "hgb", max_iter: int = 80, learning_rate: float = 0.1, max_leaf_nodes: int = 15,
+                 min_samples_leaf: int = 40, max_rows: int = 30000, random_state: int = 0,
+                 n_threads: int | None = 1):
+        self.quantiles = quantiles
+        self.span = span
+        self.backend = backend
+        self.max_iter = max_iter
+        self.learning_rate = learning_rate
+        self.max_leaf_nodes = max_leaf_nodes
+        self.min_samples_leaf = min_samples_leaf
+        self.max_rows = max_rows
+        self.random_state = random_state
+        self.n_threads = n_threads  # OpenMP threads of one fit (1: the shared 2-core machines here)
+
+    def _check_params(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend {self.backend!r}: use one of {BACKENDS}")
+        if int(self.span) < 1:
+            raise ValueError(f"span must be at least 1 step, got {self.span}")
+        qs = np.asarray(self.quantiles, dtype=float)
+        if len(qs) == 0 or np.any((qs <= 0) | (qs >= 1)):
+            raise ValueError(f"quantiles must lie strictly between 0 and 1, got {list(self.quantiles)}")
+
+    def fit_many(self, series: Mapping[str, pd.Series], step: pd.Timedelta,
+                 before: pd.Timestamp | None = None) -> "DecisionTimeGBM":
+        """Fit on the origins of all `series` whose target window ends before `before` (none of
+        `before`'s day or later is seen); at most `max_rows` rows, a seeded even subsample."""
+        self._check_params()
+        xs, ts = [], []
+        for y in series.values():
+            x, t = training_rows(y, step, int(self.span), before)
+            xs.append(x)
+            ts.append(t)
+        x = np.concatenate(xs) if xs else np.zeros((0, len(FEATURE_NAMES)))
+        t = np.concatenate(ts) if ts else np.zeros(0)
+        if len(t) < 2 * self.min_samples_leaf:
+            raise ValueError(f"{len(t)} training rows before {before}: at least {2 * self.min_samples_leaf} are "
+                             "needed (about a day and an hour of history per series)")
+        # a feature never seen (a week ago, on less than a week of history) is held constant: the
+        # trees cannot split on it, so whatever it reads at prediction time changes nothing
+        x[:, ~np.isfinite(x).any(axis=0)] = 0.0
+        if len(t) > self.max_rows:
+            keep = np.sort(np.random.default_rng(self.random_state).choice(len(t), self.max_rows, replace=False))
+            x, t = x[keep], t[keep]
+        self.models_: list[Any] = []
+        with _threads(self.n_threads):
+            for i, q in enumerate(np.asarray(self.quantiles, dtype=float)):
+                self.models_.append(self._fit_one(float(q), x, t, self.random_state + i))
+        self.step_ = pd.Timedelta(step)
+        self.n_rows_ = int(len(t))
+        self.n_series_ = len(series)
+        return self
+
+    def _fit_one(self, q: float, x: np.ndarray, t: np.ndarray, seed: int) -> Any:
+        if self.backend == "lightgbm":
+            import lightgbm
+
+            m = lightgbm.LGBMRegressor(objective="quantile", alpha=q, n_estimators=self.max_iter,
+                                       learning_rate=self.learning_rate, num_leaves=self.max_leaf_nodes,
+                                       min_child_samples=self.min_samples_leaf, random_state=seed,
+                                       n_jobs=self.n_threads or 0, verbose=-1)
+            m.fit(x, t)
+            return m.booster_
+        from sklearn.ensemble import HistGradientBoostingRegressor
+
+        m = HistGradientBoostingRegressor(loss="quantile", quantile=q, max_iter=self.max_iter,
+                                          learning_rate=self.learning_rate, max_leaf_nodes=self.max_leaf_nodes,
+                                          min_samples_leaf=self.min_samples_leaf, early_stopping=False,
+                                          random_state=seed)
+        m.fit(x, t)
+        return QuantileTrees.from_estimator(m)
+
+    def predict_scaled(self, x: np.ndarray) -> np.ndarray:
+        """Quantiles [n, len(quantiles)] in scaled units (rows with NaN features are allowed)."""
+        if not hasattr(self, "models_"):
+            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit_many(series, step) first")
+        with _threads(self.n_threads):
+            cols = [m.predict(x) if self.backend == "lightgbm" else m.predict(x, self.n_threads) for m in self.models_]
+        return np.column_stack(cols) if cols else np.zeros((len(x), 0))
+
+    def predict_series(self, y: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+        """(quantiles [len(y), len(quantiles)] in y's units, scale [len(y)]): row i is the forecast
+        made at origin y.index[i] from y[:i] only; non-crossing; NaN where the level is unknown."""
+        if not hasattr(self, "step_"):
+            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit_many(series, step) first")
+        x, level, scale = decision_features(y, self.step_, int(self.span))
+        qs = np.asarray(self.quantiles, dtype=float)
+        out = non_crossing(self.predict_scaled(x), qs) * scale[:, None] + level[:, None]
+        return out, scale
+
+    def to_arrays(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """(JSON-able description, NumPy arrays) of the fitted model; `from_arrays` rebuilds it."""
+        if not hasattr(self, "models_"):
+            raise NotFittedError(f"{type(self).__name__} is not fitted: nothing to save")
+        arrays: dict[str, np.ndarray] = {}
+        texts: list[str] = []
+        for i, m in enumerate(self.models_):
+            if self.backend == "lightgbm":
+                texts.append(m.model_to_string())
+                continue
+            arrays[f"q{i}.baseline"] = m.baseline
+            arrays[f"q{i}.offsets"] = m.offsets
+            for k, v in m.fields.items():
+                arrays[f"q{i}.{k}"] = v
+        params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.get_params().items()}
+        meta = {"format": ARRAYS_FORMAT, "params": params, "feature_names": list(FEATURE_NAMES),
+                "lightgbm_models": texts, "n_rows": self.n_rows_, "n_series": self.n_series_,
+                "step_seconds": int(self.step_.total_seconds())}
+        return meta, arrays
+
+    @classmethod
+    def from_arrays(cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> "DecisionTimeGBM":
+        """Rebuild from `to_arrays` output; ValueError when it does not fit this version (format,
+        features, parameters, missing arrays). LightGBM's text format is parsed, never executed."""
+        if meta.get("format") != ARRAYS_FORMAT:
+            raise ValueError(f"model format {meta.get('format')!r}, this tidewise reads {ARRAYS_FORMAT!r}")
+        if list(meta.get("feature_names") or []) != list(FEATURE_NAMES):
+            raise ValueError("the model was trained on other features than this tidewise computes")
+        params = dict(meta.get("params") or {})
+        if set(params) - set(cls().get_params()):
+            raise ValueError(f"unknown model parameter(s) {sorted(set(params) - set(cls().get_params()))}")
+        params["quantiles"] = tuple(params.get("quantiles") or ())
+        m = cls(**params)
+        m._check_params()
+        if m.backend == "lightgbm":
+            import lightgbm
+
+            m.models_ = [lightgbm.Booster(model_str=s) for s in meta.get("lightgbm_models") or []]
+        else:
+            m.models_ = []
+            for i in range(len(m.quantiles)):
+                p = f"q{i}."
+                if p + "baseline" not in arrays or p + "offsets" not in arrays:
+                    raise ValueError(f"the arrays of quantile {m.quantiles[i]:g} are missing")
+                fields = {k[len(p):]: v for k, v in arrays.items() if k.startswith(p)
+                          and k not in (p + "baseline", p + "offsets")}
+                m.models_.append(QuantileTrees(arrays[p + "baseline"], fields, arrays[p + "offsets"],
+                                               len(FEATURE_NAMES)))
+        if len(m.models_) != len(m.quantiles):
+            raise ValueError(f"{len(m.models_)} fitted quantile models for {len(m.quantiles)} quantiles")
+        m.step_ = pd.Timedelta(seconds=int(meta["step_seconds"]))
+        m.n_rows_, m.n_series_ = int(meta.get("n_rows", 0)), int(meta.get("n_series", 0))
+        return m
+
+
+class AdaptiveConformal:
+    """Per-series online calibration of quantile forecasts: offset_j (in units of the series'
+    scale) moves by `rate` x (miss - (1 - q_j)) once each target is observed, so a quantile that
+    is missed more often than 1 - q widens and one that is never missed narrows. With rate 0.05 a
+    q0.9 forecast widens by 0.045 scales per miss and narrows by 0.005 per hit."""
+
+    def __init__(self, quantiles: Sequence[float], rate: float = 0.05, limit: float = 5.0):
+        self.quantiles = np.asarray(quantiles, dtype=float)
+        self.rate = rate
+        self.limit = limit  # offsets stay within +-limit scales: one outage must not blow the band up
+        self.offset = np.zeros(len(self.quantiles))
+
+    def update(self, forecast: np.ndarray, actual: float) -> None:
+        """Learn from one origin's calibrated forecast [len(quantiles)] and its observed target."""
+        if not np.isfinite(actual) or not np.all(np.isfinite(forecast)):
+            return
+        miss = (actual > forecast).astype(float)
+        self.offset = np.clip(self.offset + self.rate * (miss - (1 - self.quantiles)), -self.limit, self.limit)
+
+    def apply(self, forecast: np.ndarray, scale: float) -> np.ndarray:
+        return non_crossing((forecast + self.offset * scale)[None, :], self.quantiles)[0]
+
+
+def calibrated_series(model: DecisionTimeGBM, y: pd.Series, rate: float = 0.05,
+                      start: int = 0) -> np.ndarray:
+    """Calibrated quantiles at every origin of y (row i from y[:i] only): the model's forecast plus
+    the adaptive-conformal offset learnt from the origins whose target window ended before i."""
+    raw, scale = model.predict_series(y)
+    actual = next_max(y, int(model.span))
+    cal = AdaptiveConformal(model.quantiles, rate)
+    out = np.full_like(raw, np.nan)
+    span = int(model.span)
+    for i in range(start, len(y)):
+        j = i - span  # the latest origin whose target y[j .. j+span-1] is all before i
+        if j >= start and np.all(np.isfinite(out[j])):
+            cal.update(out[j], actual[j])
+        if np.all(np.isfinite(raw[i])):
+            out[i] = cal.apply(raw[i], scale[i])
+    return out
