@@ -65,6 +65,9 @@ class DecisionTimeForecaster:
     trainer: DecisionTimeTrainer
     fallback: DailyChoiceForecaster
     rate: float = 0.05  # adaptive-conformal step, in series scales per unit of miss-rate error
+    # steps beyond the model's span from the day-ahead forecast (VPA: the upper bound covers the
+    # day's tide, not only the next hour); off for HPA, which reads only the span
+    tail_from_fallback: bool = False
     _raw: dict[pd.Timestamp, tuple[np.ndarray, float]] = field(default_factory=dict)
     _out: dict[pd.Timestamp, np.ndarray] = field(default_factory=dict)
     _cal: AdaptiveConformal | None = None
@@ -114,4 +117,10 @@ class DecisionTimeForecaster:
             return self.fallback.forecast(y, origin, horizon)
         n = int(math.ceil(horizon / STEP))
         idx = pd.date_range(origin, periods=n, freq=STEP)
-        return Forecast(self.key, idx, QUANTILES, np.tile(q, (n, 1)), f"decision_time_{self.trainer.backend}")
+        values = np.tile(q, (n, 1))
+        span = self.trainer.span
+        if self.tail_from_fallback and n > span:
+            tail = self.fallback.forecast(y, origin, horizon)
+            if tail.quantiles == QUANTILES and len(tail.values) == n:
+                values[span:] = tail.values[span:]
+        return Forecast(self.key, idx, QUANTILES, values, f"decision_time_{self.trainer.backend}")

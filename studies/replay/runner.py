@@ -56,9 +56,12 @@ def check_scales(data: ReplayInput, target_utilization: float, path: str) -> Non
 
 def series_forecaster(key: str, s: ReplaySettings, trainer: DecisionTimeTrainer | None) -> DailyChoiceForecaster:
     """The day-ahead forecaster, or (opt-in) the decision-time one falling back to it (typed as the
-    day-ahead one: the decision functions read only `.forecast(y, origin, horizon)`)."""
+    day-ahead one: the decision functions read only `.forecast(y, origin, horizon)`); for VPA the
+    steps past the next interval (the bounds' day) stay the day-ahead forecast's."""
     fc = DailyChoiceForecaster(key=key, model=s.model)
-    return fc if trainer is None else cast(DailyChoiceForecaster, DecisionTimeForecaster(key, trainer, fc))
+    if trainer is None:
+        return fc
+    return cast(DailyChoiceForecaster, DecisionTimeForecaster(key, trainer, fc, tail_from_fallback=s.kind == "vpa"))
 
 
 def replay_hpa_series(key: str, y: pd.Series, data: ReplayInput, s: ReplaySettings, path: str,
