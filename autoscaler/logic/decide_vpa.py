@@ -7,7 +7,7 @@ against what the cluster last showed, so a decision can be read before and after
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
@@ -15,8 +15,9 @@ import pandas as pd
 
 from autoscaler.logic.vpa import container_policy, recommend_resource
 from autoscaler.model.cluster import Obj, container_requests
+from contracts.quantity import to_units
 from autoscaler.model.decisions import ContainerRecommendation, ResourceRecommendation, VpaDecision
-from autoscaler.model.views import VpaView, WorkloadSeries
+from autoscaler.model.views import VpaView, WorkloadSeries, resizes_in_place
 from autoscaler.settings import VpaSettings
 from predictor.durations import parse_duration
 from predictor.history import History
@@ -40,6 +41,28 @@ class VpaInputs:
     history: History  # for the memory peak of the last `memory_peak_window`
     now: pd.Timestamp
     step: pd.Timedelta
+    ooms: Mapping[str, pd.Timestamp] = field(default_factory=dict)  # container -> its pods' last OOM kill
+
+
+def _memory_at_oom(inp: VpaInputs, container: str, sid: str, since: pd.Timestamp) -> float | None:
+    """Workload memory when `container` was last OOM-killed inside the memory window (None: no
+    kill there): the larger of the usage sampled at the kill and the request of every replica,
+    as the stock VPA takes the larger of the request and the observed peak."""
+    at = inp.ooms.get(container)
+    if at is None or at < since or at > inp.now:
+        return None
+    y = inp.history.series[sid]
+    seen = y[(y.index <= at) & (y.index > at - 2 * inp.step)].dropna()
+    request = (container_requests(inp.workload).get(container) or {}).get("memory")
+    by_request = to_units("memory", request) * max(1, inp.replicas) if request else 0.0
+    return max(float(seen.iloc[-1]) if len(seen) else 0.0, float(by_request)) or None
+
+
+def apply_path(workload: Obj, container: str, resource: str) -> str:
+    """How a changed request reaches the pod: an in-place resize or the updater's eviction."""
+    if resizes_in_place(workload, container, resource):
+        return "applies in place without a restart (resizePolicy NotRequired)"
+    return "applies by eviction and restart (no resizePolicy NotRequired; the stock updater's path)"
 
 
 def _memory_peak(y: pd.Series, since: pd.Timestamp) -> float | None:
@@ -50,7 +73,7 @@ def _memory_peak(y: pd.Series, since: pd.Timestamp) -> float | None:
 def decide_vpa(inp: VpaInputs, settings: VpaSettings) -> VpaDecision:
     """Targets and bounds per container resource, before the change guardrail; LookupError when
     no container has a usable forecast (missing, stale or non-finite series)."""
-    window, bound = steps_in(settings.window, inp.step), steps_in(settings.bound_window, inp.step)
+    window, safe = steps_in(settings.window, inp.step), steps_in(settings.safe_window, inp.step)
     peak_cut = inp.now - parse_duration(settings.memory_peak_window)
     containers = []
     for cname in container_requests(inp.workload) or inp.series.by_container:
@@ -64,8 +87,11 @@ def decide_vpa(inp: VpaInputs, settings: VpaSettings) -> VpaDecision:
                 continue
             fc = inp.forecasts[sid]
             peak = _memory_peak(inp.history.series[sid], peak_cut) if res == "memory" else None
-            resources[res] = recommend_resource(fc, res, inp.replicas, settings, window, bound, policy,
-                                                memory_peak=peak, model_label=f"{fc.model}@{fc.version}")
+            oom = _memory_at_oom(inp, cname, sid, peak_cut) if res == "memory" else None
+            rec = recommend_resource(fc, res, inp.replicas, settings, window, safe, policy,
+                                     memory_peak=peak, model_label=f"{fc.model}@{fc.version}", oom_memory=oom)
+            rec.reason.steps.append(apply_path(inp.workload, cname, res))
+            resources[res] = rec
         if resources:
             containers.append(ContainerRecommendation(cname, resources))
     if not containers:

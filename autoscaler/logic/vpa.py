@@ -3,12 +3,15 @@
 The series is the workload's total usage (sum over its pods, as Prometheus and the synthetic
 generator give it); a pod's share is total / replicas. For each resource:
 
-- target   = max over the next `window` of forecast q(`quantile`) x (1 + margin) / replicas,
-             floored at the stock VPA's minimum and, for memory, at the peak of the last day;
-- lower    = max over the window of q(`lower_quantile`) / replicas (below it pods are starved),
-- upper    = max over `bound_window` of q(`upper_quantile`) x (1 + margin) / replicas,
-so that lower <= target <= upper, and the stock VPA updater only evicts pods whose requests fall
-outside [lower, upper]: a request inside it survives the day's tide.
+- target   = max over the next `window` (8 h) of forecast q(`quantile`) x (1 + margin) / replicas,
+             floored at the stock VPA's minimum and, for memory, at the peak of the last day and
+             after an OOM kill at the stock VPA's bump of the usage at the kill;
+- lower    = max over the next `safe_window` (1 h) of q(`lower_quantile`) / replicas: the level
+             the next hour needs (below it pods are starved),
+- upper    = target x `upper_factor`: a request further above what the window needs is waste,
+so that lower <= target <= upper. The stock VPA updater changes a request only when it leaves
+[lower, upper], then to the target (`apply_updater`, which replay applies too, with a minimum dwell
+before a decrease): a tidal request changes about twice a day, up before the peak and down after.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from autoscaler.model.decisions import Reason, ResourceRecommendation
 from autoscaler.settings import VpaSettings
@@ -79,42 +83,70 @@ def container_policy(vpa: dict[str, Any], container: str) -> ContainerPolicy:
     )
 
 
+def oom_bumped(memory_at_oom: float, settings: VpaSettings) -> float:
+    """Memory an OOM-killed container needs at least: the stock VPA's bump, max(usage x ratio,
+    usage + minimum) (OOMBumpUpRatio 1.2, OOMMinBumpUp 100 MiB)."""
+    return max(memory_at_oom * settings.oom_bump_ratio, memory_at_oom + settings.oom_min_bump_bytes)
+
+
+def target_floor(resource: str, replicas: int, settings: VpaSettings, memory_peak: float | None = None,
+                 oom_memory: float | None = None) -> tuple[int, str]:
+    """The lowest target allowed, per pod, and why: the stock minimum; for memory also the peak of
+    the last `memory_peak_window` and, after an OOM kill in it, the bumped usage at the kill."""
+    floor = settings.min_cpu_millicpu if resource == "cpu" else settings.min_memory_bytes
+    why = f"raised to the minimum {floor}"
+    if resource != "memory":
+        return floor, why
+    if memory_peak is not None and np.isfinite(memory_peak):
+        peak = usage_to_units(resource, memory_peak / replicas)
+        if peak > floor:
+            floor, why = peak, f"raised to the last {settings.memory_peak_window} peak {peak}"
+    if oom_memory is not None and np.isfinite(oom_memory):
+        bumped = usage_to_units(resource, oom_bumped(oom_memory / replicas, settings))
+        if bumped > floor:
+            floor, why = bumped, (f"raised after an OOM kill to {bumped} (usage at the kill "
+                                  f"x{settings.oom_bump_ratio:g}, at least +{settings.oom_min_bump_bytes})")
+    return floor, why
+
+
+def oom_lower(resource: str, replicas: int, settings: VpaSettings, oom_memory: float | None) -> int:
+    """The lower bound after an OOM kill: a request below the bumped usage was shown to be unsafe,
+    so the updater must move it (the stock updater likewise acts on a pod OOM-killed soon after start)."""
+    if resource != "memory" or oom_memory is None or not np.isfinite(oom_memory):
+        return 0
+    return usage_to_units(resource, oom_bumped(oom_memory / max(1, replicas), settings))
+
+
 def recommend_resource(
     fc: Forecast,
     resource: str,
     replicas: int,
     settings: VpaSettings,
     window_steps: int,
-    bound_steps: int,
+    safe_steps: int,
     policy: ContainerPolicy | None = None,
     memory_peak: float | None = None,
     model_label: str | None = None,
+    oom_memory: float | None = None,
 ) -> ResourceRecommendation:
-    """One container resource's recommendation; raises NonFiniteForecast on NaN forecasts."""
+    """One container resource's recommendation; raises NonFiniteForecast on NaN forecasts.
+    `memory_peak` and `oom_memory` (usage at the last OOM kill) are workload totals, like `fc`."""
     policy = policy or ContainerPolicy()
     replicas = max(1, int(replicas))
     grow = 1.0 + settings.margin
     raw_target = window_max(fc, settings.quantile, window_steps) * grow / replicas
-    raw_lower = window_max(fc, settings.lower_quantile, window_steps) / replicas
-    raw_upper = window_max(fc, settings.upper_quantile, max(bound_steps, window_steps)) * grow / replicas
+    raw_lower = window_max(fc, settings.lower_quantile, safe_steps) / replicas
     reason = Reason(model=model_label or fc.model, quantile=settings.quantile, margin=settings.margin,
                     window=settings.window, raw=usage_to_units(resource, max(raw_target, 0.0)))
     target = reason.raw
-    floor = settings.min_cpu_millicpu if resource == "cpu" else settings.min_memory_bytes
-    if resource == "memory" and memory_peak is not None and np.isfinite(memory_peak):
-        peak = usage_to_units(resource, memory_peak / replicas)
-        if peak > floor:
-            floor = peak
-            why = f"raised to the last {settings.memory_peak_window} peak {peak}"
-        else:
-            why = f"raised to the minimum {floor}"
-    else:
-        why = f"raised to the minimum {floor}"
+    floor, why = target_floor(resource, replicas, settings, memory_peak, oom_memory)
     if target < floor:
         reason.steps.append(why)
         target = floor
-    lower = min(usage_to_units(resource, max(raw_lower, 0.0)), target)
-    upper = max(usage_to_units(resource, max(raw_upper, 0.0)), target)
+    lower = min(max(usage_to_units(resource, max(raw_lower, 0.0)), oom_lower(resource, replicas, settings, oom_memory)),
+                target)
+    # a floor is a need, not waste: the upper bound is never below it times the factor
+    upper = max(int(target * settings.upper_factor), target)
     uncapped = target
     lo, hi = policy.min_allowed.get(resource), policy.max_allowed.get(resource)
 
@@ -130,6 +162,23 @@ def recommend_resource(
         reason.steps.append(f"capped by resourcePolicy to {capped} (min {lo}, max {hi})")
     return ResourceRecommendation(resource, target=capped, lower=cap(lower), upper=cap(upper),
                                   uncapped=uncapped, reason=reason, floor=cap(floor))
+
+
+def apply_updater(in_force: int | None, rec: ResourceRecommendation, dwelt: pd.Timedelta | None,
+                  min_dwell: pd.Timedelta) -> tuple[int, str | None]:
+    """The request in force after a new recommendation, by the stock VPA updater's rule: it moves
+    (to the target) only when it leaves [lower, upper]. A decrease also waits until the request has
+    been in force for `min_dwell` (`dwelt`: time since its last change; None: unknown, no wait).
+    Returns (request, why it changed or was held; None when inside the bounds)."""
+    if in_force is None or in_force <= 0:
+        return rec.target, "first request: the target"
+    if in_force < rec.lower:
+        return rec.target, f"request {in_force} below lowerBound {rec.lower}: set to the target"
+    if in_force > rec.upper:
+        if dwelt is not None and dwelt < min_dwell:
+            return in_force, f"request {in_force} above upperBound {rec.upper}, held: changed less than {min_dwell} ago"
+        return rec.target, f"request {in_force} above upperBound {rec.upper}: set to the target"
+    return in_force, None
 
 
 def limit_change(previous: int | None, new: int, max_decrease_ratio: float, max_increase_ratio: float,

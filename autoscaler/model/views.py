@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+import pandas as pd
+
 from autoscaler.model.cluster import Obj, container_requests, meta
 from contracts.qos import raw_level
 from contracts.quantity import to_units
@@ -145,6 +147,39 @@ def pod_template_requests(workload: Obj) -> dict[str, int]:
         for res, q in r.items():
             if res in ("cpu", "memory"):
                 out[res] = out.get(res, 0) + to_units(res, q)
+    return out
+
+
+def resizes_in_place(workload: Obj, container: str, resource: str) -> bool:
+    """True when the pod template's container declares `resizePolicy` NotRequired for `resource`
+    (InPlacePodVerticalScaling): a new request is applied by a resize, without a restart."""
+    spec = ((workload.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for c in spec.get("containers") or []:
+        if isinstance(c, dict) and c.get("name") == container:
+            return any(isinstance(p, dict) and p.get("resourceName") == resource
+                       and p.get("restartPolicy") == "NotRequired" for p in c.get("resizePolicy") or [])
+    return False
+
+
+def last_oom_kills(pods: list[Obj]) -> dict[str, pd.Timestamp]:
+    """container -> its latest OOM kill among `pods` (`lastState.terminated.reason` OOMKilled, at
+    `finishedAt`). A status without a readable finishedAt is skipped: a kill at an unknown time
+    cannot be placed in the memory window."""
+    out: dict[str, pd.Timestamp] = {}
+    for pod in pods:
+        for st in (pod.get("status") or {}).get("containerStatuses") or []:
+            term = ((st or {}).get("lastState") or {}).get("terminated") or {}
+            if term.get("reason") != "OOMKilled" or not st.get("name"):
+                continue
+            try:
+                at = pd.Timestamp(term.get("finishedAt"))
+            except (TypeError, ValueError):
+                continue
+            if pd.isna(at):
+                continue
+            at = at.tz_localize("UTC") if at.tzinfo is None else at.tz_convert("UTC")
+            if st["name"] not in out or at > out[st["name"]]:
+                out[st["name"]] = at
     return out
 
 

@@ -194,10 +194,10 @@ class ServingLoop:
                f"{len(state.pods)} pods, {len(state.nodes)} nodes"
 
     def _needed_steps(self) -> int:
-        """Forecast steps every decision reads: the longest of the VPA bound window, the HPA's
+        """Forecast steps every decision reads: the longest of the VPA windows, the HPA's
         lead + look-ahead, and the reclaim window."""
         s = self.settings
-        longest = max(parse_duration(s.vpa.bound_window), parse_duration(s.vpa.window),
+        longest = max(parse_duration(s.vpa.safe_window), parse_duration(s.vpa.window),
                       parse_duration(s.hpa.startup) + parse_duration(s.hpa.look_ahead) + 2 * self.step,
                       parse_duration(s.reclaim.window))
         return int(math.ceil(longest / self.step))
@@ -232,7 +232,8 @@ class ServingLoop:
                              s.guardrails.min_history, rep.skipped)
         need_steps = self._needed_steps()
         refresh = parse_duration(s.loop.forecast_refresh) if s.loop.forecast_refresh else None
-        quantiles = tuple(sorted({s.vpa.quantile, s.vpa.lower_quantile, s.vpa.upper_quantile, s.hpa.quantile,
+        # 0.5: the HPA floor's level ratio (and short-term band) compare observations with the median
+        quantiles = tuple(sorted({0.5, s.vpa.quantile, s.vpa.lower_quantile, s.hpa.quantile,
                                   s.reclaim.quantile}))
         origin = now.floor(self.step) if now.floor(self.step) > ctx.end else ctx.end + self.step
         ctx.forecast_from(origin)

@@ -17,7 +17,7 @@ from autoscaler.logic.guardrails import limit_vpa_decision
 from autoscaler.logic.hpa import Stabilizer, parse_hpa
 from autoscaler.model.cluster import meta
 from autoscaler.model.decisions import HpaDecision, VpaDecision
-from autoscaler.model.views import HpaView, NodeView, PodView, VpaView, WorkloadKey, pod_template_requests
+from autoscaler.model.views import HpaView, NodeView, PodView, VpaView, WorkloadKey, last_oom_kills, pod_template_requests
 from autoscaler.output.objects import published
 from autoscaler.routines.context import RunContext, RunReport, iso, parse_duration
 from autoscaler.routines.drift import WriteMemory
@@ -74,8 +74,9 @@ class Recommender:
         if series is None:
             raise LookupError(f"no history for {vpa.namespace}/{kind}/{target}")
         replicas = ctx.state.replicas(vpa.namespace, kind or "", target or "")
+        ooms = last_oom_kills(ctx.state.pods_of(vpa.namespace, kind or "", target or ""))
         d = decide_vpa(VpaInputs(vpa, wl, replicas, series, ctx.forecasts, ctx.history, ctx.now,
-                                 self.step), s)
+                                 self.step, ooms), s)
         g = self.settings.guardrails
         published_now = self.memory.vpa_written.get(vpa.key) or vpa.published()
         return limit_vpa_decision(d, published_now, vpa.obj, g.max_decrease_ratio, g.max_increase_ratio)

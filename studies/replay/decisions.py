@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from autoscaler.logic.hpa import Stabilizer, check_replica_scale, level_ratio, predictive_min_replicas, simulate_reactive_hpa
-from autoscaler.logic.vpa import limit_change, recommend_resource, vpa_default_request
+from autoscaler.logic.vpa import apply_updater, limit_change, recommend_resource, vpa_default_request
 from autoscaler.settings import GuardrailSettings, HpaSettings, VpaSettings
 from predictor.durations import to_timedelta
 from predictor.forecasting import ForecastRequest, forecast_history
@@ -68,33 +68,54 @@ class DailyChoiceForecaster:
                         day_fc.values[start: start + n], day_fc.model, day_fc.version)
 
 
+def _memory_floors(y: pd.Series, oom: pd.Series | None, t: pd.Timestamp, window: pd.Timedelta
+                   ) -> tuple[float | None, float | None]:
+    """(peak of the last `window`, usage at its last OOM kill) before `t`, for the memory floors."""
+    sel = (y.index < t) & (y.index >= t - window)
+    past = y[sel]
+    peak = float(past.max()) if past.notna().any() else None
+    if oom is None:
+        return peak, None
+    kills = past[oom.reindex(past.index).fillna(0).to_numpy() > 0].dropna()
+    return peak, (float(kills.iloc[-1]) if len(kills) else None)
+
+
 def replay_vpa_decisions(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, settings: VpaSettings,
                          forecaster: DailyChoiceForecaster | None = None, every: pd.Timedelta = pd.Timedelta("1h"),
-                         guard: GuardrailSettings | None = None, resource: str = "cpu") -> pd.DataFrame:
+                         guard: GuardrailSettings | None = None, resource: str = "cpu",
+                         oom: pd.Series | None = None) -> pd.DataFrame:
     """One decision every `every` in [start, end), each from the samples before it: the serving
-    loop's VPA logic (`recommend_resource`: forecast q over the next `every` + margin, bounds from
-    the band, floors, memory never below the last day's peak) and its change guardrail.
-    Columns timestamp, target, lower_bound, upper_bound, reason — in the series' own units
-    (cores for cpu, bytes for memory)."""
+    loop's VPA logic (`recommend_resource`: forecast q over the next `window` + margin, bounds, floors,
+    memory never below the last day's peak nor, after an OOM kill flagged in `oom`, below the stock
+    bump of the usage at the kill), applied by the updater's rule (`apply_updater`: the request in
+    force moves to the target only when it leaves [lower, upper], a decrease after `min_dwell`) and
+    the change guardrail. Columns timestamp, target (the request IN FORCE: what is scored),
+    lower_bound, upper_bound, recommended (the recommendation's target), reason — in the series'
+    own units (cores for cpu, bytes for memory)."""
     forecaster = forecaster or DailyChoiceForecaster()
     guard = guard or GuardrailSettings()
-    steps = int(every / STEP)
-    bound = to_timedelta(settings.bound_window)
+    window, safe = to_timedelta(settings.window), to_timedelta(settings.safe_window)
+    dwell, peak_window = to_timedelta(settings.min_dwell), to_timedelta(settings.memory_peak_window)
     unit = 1000.0 if resource == "cpu" else 1.0
     rows = []
-    previous: int | None = None
+    in_force: int | None = None
+    since: pd.Timestamp | None = None
     for t in pd.date_range(start, end, freq=every, inclusive="left"):
-        fc = forecaster.forecast(y, t, max(every, bound))
-        peak = None
-        if resource == "memory":
-            past = y[(y.index < t) & (y.index >= t - to_timedelta(settings.memory_peak_window))]
-            peak = float(past.max()) if past.notna().any() else None
-        rec = recommend_resource(fc, resource, 1, settings, steps, int(bound / STEP), memory_peak=peak)
-        target, why = limit_change(previous, rec.target, guard.max_decrease_ratio, guard.max_increase_ratio, rec.floor)
-        previous = target
+        fc = forecaster.forecast(y, t, max(every, window, safe))
+        peak, at_oom = _memory_floors(y, oom, t, peak_window) if resource == "memory" else (None, None)
+        rec = recommend_resource(fc, resource, 1, settings, int(window / STEP), max(1, int(safe / STEP)),
+                                 memory_peak=peak, oom_memory=at_oom)
+        wanted, why = (apply_updater(in_force, rec, None if since is None else t - since, dwell)
+                       if settings.follow_bounds else (rec.target, None))
+        if wanted != in_force:
+            wanted, limited = limit_change(in_force, wanted, guard.max_decrease_ratio, guard.max_increase_ratio,
+                                           rec.floor)
+            why = "; ".join(w for w in (why, limited) if w)
+            in_force, since = wanted, t
         reason = rec.reason.summary() + (f"; {why}" if why else "")
-        rows.append((t, target / unit, min(rec.lower, target) / unit, max(rec.upper, target) / unit, reason))
-    return pd.DataFrame(rows, columns=["timestamp", "target", "lower_bound", "upper_bound", "reason"])
+        rows.append((t, in_force / unit, min(rec.lower, in_force) / unit, max(rec.upper, in_force) / unit,
+                     rec.target / unit, reason))
+    return pd.DataFrame(rows, columns=["timestamp", "target", "lower_bound", "upper_bound", "recommended", "reason"])
 
 
 def replay_vpa(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, settings: VpaSettings,

@@ -1,7 +1,7 @@
-"""Read a replay input: long `series,timestamp,value[,per_replica][,start]`."""
+"""Read a replay input: long `series,timestamp,value[,per_replica][,start][,oom]`."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -20,6 +20,20 @@ class ReplayInput:
     start: dict[str, pd.Timestamp]  # first decision time of each series
     end: dict[str, pd.Timestamp]  # end of each series' data (exclusive: last timestamp + step)
     per_replica: dict[str, float]  # HPA only: demand one replica serves at 100% utilisation
+    # VPA, optional: 1 on the rows where the container was OOM-killed (0 or empty elsewhere), on the
+    # history's step grid; memory is then bumped as the stock VPA does (see autoscaler.logic.vpa)
+    oom: dict[str, pd.Series] = field(default_factory=dict)
+
+
+def read_oom(g: pd.DataFrame, key: str, path: str, step: pd.Timedelta) -> pd.Series:
+    """One series' `oom` flags (0/1, empty = 0) on the step grid; InputError on anything else."""
+    flags = pd.to_numeric(g["oom"], errors="coerce")
+    bad = g["oom"].notna() & ~flags.isin([0, 1])
+    if bad.any():
+        raise InputError(f"input {path}: series {key!r} has oom value {g['oom'][bad].iloc[0]!r}; "
+                         "use 1 on the rows of an OOM kill and 0 (or empty) elsewhere")
+    at = g["timestamp"].dt.floor(step)
+    return flags.fillna(0).groupby(at).max().astype(int)
 
 
 def load_replay_input(path: str, step: pd.Timedelta, *, need_per_replica: bool = False) -> ReplayInput:
@@ -33,6 +47,7 @@ def load_replay_input(path: str, step: pd.Timedelta, *, need_per_replica: bool =
     starts: dict[str, pd.Timestamp] = {}
     ends: dict[str, pd.Timestamp] = {}
     pers: dict[str, float] = {}
+    ooms: dict[str, pd.Series] = {}
     for key, g in frame.groupby("series", sort=True):
         key = str(key)
         if key not in history.series:
@@ -45,6 +60,8 @@ def load_replay_input(path: str, step: pd.Timedelta, *, need_per_replica: bool =
                 raise InputError(f"input {path}: series {key!r} needs one positive per_replica value "
                                  f"(found {list(per)[:3]})")
             pers[key] = float(per[0])
+        if "oom" in g.columns:
+            ooms[key] = read_oom(g, key, path, step)
         if "start" in g.columns and g["start"].notna().any():
             values = g["start"].dropna().astype(str).str.strip().unique()
             if len(values) != 1:
@@ -64,4 +81,4 @@ def load_replay_input(path: str, step: pd.Timedelta, *, need_per_replica: bool =
         if starts[key] <= s.index[0]:
             raise InputError(f"input {path}: series {key!r} has no history before its start {starts[key]}; "
                              "a decision needs data before it")
-    return ReplayInput(history, starts, ends, pers)
+    return ReplayInput(history, starts, ends, pers, ooms)

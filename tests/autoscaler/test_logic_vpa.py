@@ -26,22 +26,22 @@ def ramp(n=24, base=1.0):
 
 
 def test_target_is_window_max_of_quantile_plus_margin_per_replica():
-    s = VpaSettings(quantile=0.95, margin=0.10, min_cpu_millicpu=1)
+    s = VpaSettings(quantile=0.95, margin=0.10, lower_quantile=0.5, upper_factor=1.5, min_cpu_millicpu=1)
     fc = forecast(ramp())
-    rec = recommend_resource(fc, "cpu", 2, s, window_steps=12, bound_steps=24)
+    rec = recommend_resource(fc, "cpu", 2, s, window_steps=12, safe_steps=24)
     # peak in window: 2 cores * 1.2 (q0.95) * 1.1 margin / 2 replicas = 1.32 cores
     assert rec.target == 1320
-    assert rec.lower == 1000  # q0.5 peak 2 / 2 replicas
-    assert rec.upper == 1430  # 2 * 1.3 (q0.99) * 1.1 / 2, exactly (no float-noise round-up)
+    assert rec.lower == 1000  # q0.5 peak 2 / 2 replicas over the safe window, no margin
+    assert rec.upper == 1980  # target x upper_factor: a request above it is waste
     assert rec.lower <= rec.target <= rec.upper
     assert rec.reason.raw == 1320 and rec.reason.quantile == 0.95
 
 
-def test_peak_outside_the_window_is_ignored_by_the_target_but_not_by_the_upper_bound():
-    s = VpaSettings(quantile=0.9, margin=0.0, min_cpu_millicpu=1)
-    rec = recommend_resource(forecast(ramp()), "cpu", 1, s, window_steps=6, bound_steps=24)
-    assert rec.target == 1100  # steps 0..5 are flat at 1 core * 1.1
-    assert rec.upper == 2600
+def test_lower_bound_is_the_safe_window_need_and_the_target_covers_the_hold_window():
+    s = VpaSettings(quantile=0.9, margin=0.0, lower_quantile=0.9, min_cpu_millicpu=1)
+    rec = recommend_resource(forecast(ramp()), "cpu", 1, s, window_steps=12, safe_steps=6)
+    assert rec.target == 2200  # the peak at step 6 is inside the 12-step window
+    assert rec.lower == 1100  # steps 0..5 need 1 core * 1.1 (q0.9)
 
 
 def test_memory_never_below_the_last_day_peak():
@@ -71,7 +71,7 @@ def test_nan_forecast_raises_instead_of_recommending():
         cols[q] = cols[q].copy()
         cols[q][3] = np.nan
         with pytest.raises(NonFiniteForecast):
-            recommend_resource(forecast(cols), "cpu", 1, VpaSettings(quantile=q, lower_quantile=q, upper_quantile=q),
+            recommend_resource(forecast(cols), "cpu", 1, VpaSettings(quantile=q, lower_quantile=q),
                                12, 24)
 
 
