@@ -53,13 +53,21 @@ class VpaSettings:
 class HpaSettings:
     quantile: float = 0.9  # forecast quantile of the demand that replicas must carry
     startup: str = "2m"  # lead: pod start-up time; replicas are asked for this much ahead
-    look_ahead: str = "10m"  # minReplicas covers the peak of [now+lead, now+lead+look_ahead]
+    # minReplicas covers the forecast steps overlapping [now, now+startup+look_ahead): the loop's
+    # interval (60 s), since the next run sets the floor for what follows; a longer window (10m before
+    # issue 12) only holds a peak's replicas before they are needed
+    look_ahead: str = "1m"
     stabilization: str = "5m"  # scale-down stabilisation (the HPA's default): the floor falls to the highest of this window
     default_utilization: float = 0.7  # target utilisation when the HPA names a Resource metric by value
     level_steps: int = 3  # scale the forecast by observed / forecast over the last 3 steps (0: off)
     # the floor sizes replicas at target x (1 + this): 0.1, the HPA's own tolerance, asks for no replica
     # the HPA itself would not keep; 0 sizes at the target exactly
     floor_tolerance: float = 0.1
+    # steps (5 min each) of the level-corrected median's own errors (observed / predicted) kept per
+    # HPA; with band_steps > 0 the floor carries median x the `quantile` of those errors instead of the
+    # day-ahead quantile (whose band is as wide in the trough as at the peak). 0: off
+    band_steps: int = 0
+    band_min_steps: int = 12  # errors needed before the band replaces the day-ahead quantile (1 h of steps)
 
 
 @dataclass

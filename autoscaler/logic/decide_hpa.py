@@ -1,8 +1,10 @@
 """One HPA's predictive floor from its workload's forecasts: typed in, typed out.
 
-minReplicas = the replicas the forecast needs `startup` ahead (`predictive_min_replicas`), scaled by
-how the last observations compare with the cached forecast (`observed_level_ratio`), stabilised
-downwards, raised to the user's own minimum and capped at maxReplicas.
+minReplicas = the replicas the forecast needs from now to `startup` + `look_ahead` ahead
+(`predictive_min_replicas`), the forecast scaled by how the last observations compare with the cached
+forecast (`observed_level_ratio`; optionally the median times its own recent errors' quantile,
+`ShortTermBand`), stabilised downwards, raised to the user's own minimum and capped at maxReplicas.
+The replay (studies/replay/decisions.py replay_hpa) computes the same floor with the same functions.
 """
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from autoscaler.logic.hpa import (MalformedHpa, Stabilizer, hpa_target, level_ratio, parse_hpa,
-                                  predictive_min_replicas)
+from autoscaler.logic.hpa import (MalformedHpa, ShortTermBand, Stabilizer, floor_demand, hpa_target,
+                                  interpolate_quantile, level_ratio, parse_hpa, predictive_min_replicas)
 from autoscaler.logic.vpa import quantile_column
 from autoscaler.model.decisions import HpaDecision, Reason
 from autoscaler.model.views import ANNOTATION_USER_MIN, HpaView, WorkloadSeries
@@ -50,6 +52,23 @@ def observed_level_ratio(sids: list[str], made: Mapping[str, Forecast], history:
         observed.append(seen)
         expected.append(quantile_column(fc, 0.5)[a:done])
     return level_ratio(np.sum(observed, axis=0), np.sum(expected, axis=0))
+
+
+def _floor_demand(inp: HpaInputs, sids: list[str], s: HpaSettings, ratio: float,
+                  band: ShortTermBand) -> tuple[np.ndarray, float | None]:
+    """(the demand the floor carries, the short-term band's factor or None), as the replay computes it:
+    the band first scores the step just seen and remembers its prediction for the step now starting."""
+    q = sum(interpolate_quantile(inp.forecasts[x].values, inp.forecasts[x].quantiles, s.quantile) for x in sids)
+    q50 = sum(quantile_column(inp.forecasts[x], 0.5) for x in sids)
+    factor = None
+    if s.band_steps:
+        band.size = s.band_steps
+        last = inp.origin - inp.step
+        seen = [inp.history.series[x].get(last, np.nan) for x in sids]
+        band.observe(last, float(np.sum(seen)))
+        band.predict(inp.origin, float(np.asarray(q50)[0] * ratio))
+        factor = band.factor(s.quantile, s.band_min_steps)
+    return floor_demand(np.asarray(q), np.asarray(q50), ratio, factor), factor
 
 
 @dataclass(frozen=True)
@@ -97,20 +116,22 @@ def decide_hpa(inp: HpaInputs, settings: HpaSettings, stabilizer: Stabilizer) ->
     if not sids or any(x not in inp.forecasts for x in sids):
         raise LookupError(f"no usable {tgt.resource} forecast for {inp.hpa.namespace}/{kind}/{target}")
     fc0 = inp.forecasts[sids[0]]
-    demand = sum(quantile_column(inp.forecasts[x], s.quantile) for x in sids)
     scale = 1000.0 if tgt.resource == "cpu" else 1.0  # series carry cores; targets are millicpu
     ratio = observed_level_ratio(sids, inp.made, inp.history, inp.origin, step, s.level_steps) \
         if s.level_steps else 1.0
+    demand, factor = _floor_demand(inp, sids, s, ratio, stabilizer.band)
     lead = parse_duration(s.startup)
     capacity = tgt.per_replica_units * (1 + s.floor_tolerance)
-    wish, timeline = predictive_min_replicas(np.asarray(demand) * scale * ratio, step, lead,
-                                             parse_duration(s.look_ahead), capacity)
+    since = max(pd.Timedelta(0), inp.now - inp.origin)  # the loop decides every minute on 5-minute steps
+    wish, timeline = predictive_min_replicas(demand * scale, step, lead, parse_duration(s.look_ahead), capacity, since)
     user_min = _user_min(inp.hpa, spec_min)
     steady = stabilizer.apply(inp.now, wish)
     reason = Reason(model=f"{fc0.model}@{fc0.version}", quantile=s.quantile, margin=0.0,
-                    window=f"now+{s.startup}..+{s.look_ahead}", raw=wish)
+                    window=f"now..+{s.startup}+{s.look_ahead}", raw=wish)
     if ratio != 1.0:
         reason.steps.append(f"forecast x{ratio:.2f}: the last {s.level_steps} steps' observed / forecast")
+    if factor is not None:
+        reason.steps.append(f"median x{factor:.2f}: q{s.quantile:g} of its last {len(stabilizer.band.errors)} steps' errors")
     reason.steps.append(f"per replica {tgt.per_replica_units:g} ({tgt.describe}) x (1 + {s.floor_tolerance:g} tolerance)")
     if steady != wish:
         reason.steps.append(f"scale-down stabilised over {s.stabilization}: {steady}")

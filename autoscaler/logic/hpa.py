@@ -53,17 +53,41 @@ def replicas_needed(demand: np.ndarray, per_replica: float) -> np.ndarray:
 
 
 def predictive_min_replicas(demand_q: np.ndarray, step: pd.Timedelta, lead: pd.Timedelta,
-                            look_ahead: pd.Timedelta, per_replica: float) -> tuple[int, np.ndarray]:
-    """(replicas to have ready now, replicas(t) over the forecast), `demand_q[i]` being the forecast
-    for origin + i*step. Replicas asked for now serve after `lead`, so the floor set now must carry
-    the peak of [now + lead, now + lead + look_ahead]; the next run covers what follows."""
+                            look_ahead: pd.Timedelta, per_replica: float,
+                            since: pd.Timedelta = pd.Timedelta(0)) -> tuple[int, np.ndarray]:
+    """(replicas to have now, replicas(t) over the forecast), `demand_q[i]` being the forecast for
+    the step [origin + i*step, origin + (i+1)*step) and now = origin + `since`. The floor carries the
+    steps overlapping [now, now + lead + look_ahead) and no other: the replicas serving now must not
+    be removed under the demand of now, those asked for now serve from now + lead, and the next
+    decision, `look_ahead` later, takes over from there. A rise is thus asked for exactly a start-up
+    time before the step that needs it (a floor held longer only over-provisions)."""
     timeline = replicas_needed(demand_q, per_replica)
-    first = int(lead // step)
-    span = max(1, int(math.ceil(look_ahead / step)))
-    window = timeline[first: first + span + 1]
+    first = int(since // step)
+    # the last step the span touches: a span ending exactly on a step boundary does not reach the next step
+    last = max(first, int(-(-(since + lead + look_ahead) // step)) - 1)
+    window = timeline[first: last + 1]
     if len(window) == 0:
         raise ValueError(f"forecast of {len(timeline)} steps does not reach now + lead ({lead})")
     return int(window.max()), timeline
+
+
+def interpolate_quantile(values: np.ndarray, quantiles: tuple[float, ...] | list[float], q: float) -> np.ndarray:
+    """Column for quantile `q` of a forecast's `values` (steps x `quantiles`), linear between the two
+    quantiles around it; below the lowest the lowest column (a quantile is never extrapolated).
+    Lets the HPA floor carry e.g. q0.7 from a forecast stored at 0.5/0.9/0.95/0.99."""
+    qs = np.asarray(quantiles, dtype=float)
+    v = np.asarray(values, dtype=float)
+    order = np.argsort(qs)
+    qs, v = qs[order], v[:, order]
+    if q in qs:
+        return v[:, int(np.searchsorted(qs, q))]
+    if q < qs[0]:
+        return v[:, 0]
+    if q > qs[-1]:
+        raise ValueError(f"forecast has quantiles {list(qs)}, none >= {q}")
+    hi = int(np.searchsorted(qs, q))
+    w = (q - qs[hi - 1]) / (qs[hi] - qs[hi - 1])
+    return (1 - w) * v[:, hi - 1] + w * v[:, hi]
 
 
 def level_ratio(observed: np.ndarray, expected: np.ndarray, lo: float = 0.5, hi: float = 2.0) -> float:
@@ -78,6 +102,15 @@ def level_ratio(observed: np.ndarray, expected: np.ndarray, lo: float = 0.5, hi:
     return float(np.clip(o[ok].sum() / e[ok].sum(), lo, hi))
 
 
+def floor_demand(q: np.ndarray, q50: np.ndarray, ratio: float, band_factor: float | None) -> np.ndarray:
+    """The demand a floor carries, shared by serve and replay: the forecast quantile `q` scaled to
+    the observed level (`ratio`), or, once the short-term band knows its errors, the level-corrected
+    median times the band's factor."""
+    if band_factor is None:
+        return np.asarray(q, dtype=float) * ratio
+    return np.asarray(q50, dtype=float) * ratio * band_factor
+
+
 @dataclass
 class Stabilizer:
     """Scale-down stabilisation: a floor falls only to the highest wish of the last `window`
@@ -85,11 +118,45 @@ class Stabilizer:
 
     window: pd.Timedelta
     wishes: list[tuple[pd.Timestamp, int]] = field(default_factory=list)
+    # the HPA's short-term band (HpaSettings.band_steps), kept with the wishes: the state of one floor
+    band: ShortTermBand = field(default_factory=lambda: ShortTermBand(288))
 
     def apply(self, now: pd.Timestamp, wish: int) -> int:
         self.wishes = [(t, w) for t, w in self.wishes if now - t < self.window]
         self.wishes.append((now, wish))
         return max(w for _, w in self.wishes)
+
+
+@dataclass
+class ShortTermBand:
+    """Relative errors (observed / predicted) of the level-corrected median at the step each
+    decision served, over the last `size` steps: its quantile is the margin a floor needs a
+    start-up time ahead, far narrower than the day-ahead band (which is as wide in the trough as at
+    the peak). Adaptive in the conformal sense: a drifting series widens or narrows its own band.
+    One per HPA, kept across runs; `pending` maps a step's start to what was predicted for it."""
+
+    size: int
+    errors: list[float] = field(default_factory=list)
+    pending: dict[pd.Timestamp, float] = field(default_factory=dict)
+
+    def predict(self, step_start: pd.Timestamp, predicted: float) -> None:
+        """Remember the latest prediction for the step starting at `step_start` (scored once seen)."""
+        self.pending[step_start] = predicted
+
+    def observe(self, step_start: pd.Timestamp, observed: float) -> None:
+        """Score the prediction for `step_start` against what was seen (NaN or no prediction: nothing)."""
+        predicted = self.pending.pop(step_start, None)
+        if predicted is None or not (predicted > 0 and math.isfinite(observed)):
+            return
+        self.errors.append(observed / predicted)
+        del self.errors[: -self.size]
+        self.pending = {t: v for t, v in self.pending.items() if t > step_start}
+
+    def factor(self, q: float, min_samples: int) -> float | None:
+        """The q-quantile of observed / predicted; None until `min_samples` errors are known."""
+        if len(self.errors) < min_samples:
+            return None
+        return float(np.quantile(self.errors, q))
 
 
 class MalformedHpa(ValueError):

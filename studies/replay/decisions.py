@@ -15,7 +15,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from autoscaler.logic.hpa import Stabilizer, check_replica_scale, level_ratio, predictive_min_replicas, simulate_reactive_hpa
+from autoscaler.logic.hpa import (Stabilizer, check_replica_scale, floor_demand, interpolate_quantile, level_ratio,
+                                  predictive_min_replicas, simulate_reactive_hpa)
 from autoscaler.logic.vpa import apply_updater, limit_change, recommend_resource, vpa_default_request
 from autoscaler.settings import GuardrailSettings, HpaSettings, VpaSettings
 from predictor.durations import to_timedelta
@@ -24,6 +25,7 @@ from predictor.history import History
 from predictor.types import Forecast
 
 STEP = pd.Timedelta("5min")
+MINUTE = pd.Timedelta("1min")
 CHEAP = {"seasonal_naive_daily", "seasonal_naive_weekly", "seasonal_median", "decaying_histogram"}
 QUANTILES = (0.5, 0.9, 0.95, 0.99)
 
@@ -140,21 +142,22 @@ def replay_hpa(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, per: float,
                target_utilization: float = 0.7, forecaster: DailyChoiceForecaster | None = None,
                every: pd.Timedelta = pd.Timedelta("1h"), tolerance: float = 0.1,
                stabilization_minutes: int = 5) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Predictive floor every 5 minutes from forecasts refreshed every hour, the HPA's own rule above
+    """Predictive floor every minute (on 5-minute data) from forecasts refreshed every hour, the HPA's own rule above
     it (`simulate_reactive_hpa` with `tolerance` and `stabilization_minutes`; start-up = the
     settings' `startup`). Returns (demand per minute, floor per minute, serving replicas per minute, r0)."""
     forecaster = forecaster or DailyChoiceForecaster()
     check_replica_scale(y.to_numpy(dtype=float), per * target_utilization)
     lead = to_timedelta(settings.startup)
-    look = pd.Timedelta("5min")
+    look = to_timedelta(settings.look_ahead)
     d1 = y.resample("1min").ffill()[start:end]
     minutes = d1.index
     floor = np.ones(len(minutes), dtype=int)
     stab = Stabilizer(to_timedelta(settings.stabilization))
+    stab.band.size = max(1, settings.band_steps)
     capacity = per * target_utilization * (1 + settings.floor_tolerance)
     for t in pd.date_range(start, end, freq=every, inclusive="left"):
         fc = forecaster.forecast(y, t, every + lead + 2 * STEP)
-        q = fc.quantile(settings.quantile) if settings.quantile in fc.quantiles else fc.values[:, -1]
+        q = interpolate_quantile(fc.values, fc.quantiles, settings.quantile)
         q = np.where(np.isfinite(q), q, np.nanmax(q) if np.isfinite(q).any() else 0.0)
         q50 = fc.quantile(0.5)
         seen = y.reindex(fc.index).to_numpy()  # observations at the forecast's steps (known once past)
@@ -164,10 +167,17 @@ def replay_hpa(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, per: float,
             if settings.level_steps and k:
                 a = max(0, k - settings.level_steps)
                 ratio = level_ratio(seen[a:k], q50[a:k])
-            wish, _ = predictive_min_replicas(q[k:] * ratio, STEP, lead, look, capacity)
-            n = stab.apply(at, wish)
-            sel = (minutes >= at) & (minutes < at + STEP)
-            floor[sel] = n
+            factor = None
+            if settings.band_steps:  # score the step just seen, predict the one starting now
+                stab.band.observe(at - STEP, float(seen[k - 1]) if k else float(y.get(at - STEP, np.nan)))
+                stab.band.predict(at, float(q50[k] * ratio))
+                factor = stab.band.factor(settings.quantile, settings.band_min_steps)
+            demand = floor_demand(q[k:], q50[k:], ratio, factor)
+            # serve decides every minute on the same 5-minute data: so does the replay
+            first = int(minutes.searchsorted(at))
+            for i in range(first, min(first + int(STEP / MINUTE), len(minutes))):
+                wish, _ = predictive_min_replicas(demand, STEP, lead, look, capacity, since=minutes[i] - at)
+                floor[i] = stab.apply(minutes[i], wish)
     r0 = max(1, int(np.ceil(y[y.index < start].iloc[-12:].mean() / (per * target_utilization))))
     serving = simulate_reactive_hpa(d1.to_numpy(), per, r0, target_utilization=target_utilization,
                                     tolerance=tolerance, stabilization_minutes=stabilization_minutes,

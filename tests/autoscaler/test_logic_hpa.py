@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autoscaler.logic.hpa import (MalformedHpa, Stabilizer, hpa_scores, hpa_target, parse_hpa,
-                                  predictive_min_replicas, replicas_needed, simulate_reactive_hpa)
+from autoscaler.logic.hpa import (MalformedHpa, ShortTermBand, Stabilizer, hpa_scores, hpa_target,
+                                  interpolate_quantile, parse_hpa, predictive_min_replicas, replicas_needed,
+                                  simulate_reactive_hpa)
 
 STEP = pd.Timedelta("5min")
 
@@ -25,8 +26,9 @@ def test_min_replicas_covers_the_peak_after_the_lead_only():
     # lead 2 min, look-ahead 10 min: steps 0..2 -> the peak at step 2 is covered now
     n, timeline = predictive_min_replicas(demand, STEP, pd.Timedelta("2min"), pd.Timedelta("10min"), 1.0)
     assert n == 9 and timeline[2] == 9
-    # lead 20 min: steps 4..6 are after the peak
-    n, _ = predictive_min_replicas(demand, STEP, pd.Timedelta("20min"), pd.Timedelta("10min"), 1.0)
+    # 20 min after the origin: steps 4..6 are after the peak
+    n, _ = predictive_min_replicas(demand, STEP, pd.Timedelta("2min"), pd.Timedelta("10min"), 1.0,
+                                   since=pd.Timedelta("20min"))
     assert n == 1
 
 
@@ -130,3 +132,55 @@ def test_level_ratio_carries_the_observed_level_and_is_bounded():
     assert level_ratio(np.array([0.0]), np.array([10.0])) == 0.5
     assert level_ratio(np.array([np.nan, 9.0]), np.array([10.0, 10.0])) == pytest.approx(0.9)  # NaN pair dropped
     assert level_ratio(np.array([]), np.array([])) == 1.0
+
+
+def test_floor_carries_only_the_steps_it_serves():
+    # the floor set now serves from now + 2 min until the next decision's replicas serve, 5 min later:
+    # steps 0 and 1 ([0, 5) and [5, 10) min); a ramp at step 2 is the next decision's, not this one's
+    demand = np.array([1.0, 1.0, 9.0, 9.0, 9.0, 9.0])
+    assert predictive_min_replicas(demand, STEP, pd.Timedelta("2min"), pd.Timedelta("5min"), 1.0)[0] == 1
+    assert predictive_min_replicas(demand, STEP, pd.Timedelta("6min"), pd.Timedelta("5min"), 1.0)[0] == 9
+    # a span ending exactly on a step boundary does not reach into the next step
+    assert predictive_min_replicas(demand, STEP, pd.Timedelta("0min"), pd.Timedelta("10min"), 1.0)[0] == 1
+
+
+def ramp_floors(need: np.ndarray, lead: pd.Timedelta, stabilization: pd.Timedelta) -> list[int]:
+    """The floor decided every 5 minutes over a known demand `need` (one value per step), stabilised."""
+    st = Stabilizer(stabilization)
+    t0 = pd.Timestamp("2026-01-01", tz="UTC")
+    return [st.apply(t0 + k * STEP, predictive_min_replicas(need[k:], STEP, lead, STEP, 1.0)[0])
+            for k in range(len(need) - 3)]
+
+
+def test_replicas_rise_a_start_up_time_before_the_ramp_and_fall_after_the_stabilisation_window():
+    need = np.array([2.0] * 6 + [8.0] * 4 + [2.0] * 8)  # ramp at step 6 (minute 30), back down at step 10
+    floors = ramp_floors(need, pd.Timedelta("2min"), pd.Timedelta("15min"))
+    # asked for at minute 25, they serve from minute 27: the start-up time before the ramp; not earlier
+    assert floors[:5] == [2] * 5 and floors[5] == 8
+    # the last high wish is asked at minute 45 (need falls at minute 50); the floor holds it for the
+    # 15-minute window and falls at minute 60
+    assert floors[9:12] == [8, 8, 8] and floors[12] == 2
+
+
+def test_interpolated_quantile_lies_between_the_stored_ones():
+    values = np.array([[1.0, 3.0, 4.0], [2.0, 6.0, 8.0]])
+    qs = (0.5, 0.9, 0.95)
+    assert np.allclose(interpolate_quantile(values, qs, 0.7), [2.0, 4.0])
+    assert np.allclose(interpolate_quantile(values, qs, 0.9), [3.0, 6.0])
+    assert np.allclose(interpolate_quantile(values, qs, 0.3), [1.0, 2.0])  # never extrapolated below
+    with pytest.raises(ValueError):
+        interpolate_quantile(values, qs, 0.99)
+
+
+def test_short_term_band_is_the_quantile_of_its_own_recent_errors():
+    band = ShortTermBand(size=4)
+    t0 = pd.Timestamp("2026-01-01", tz="UTC")
+    assert band.factor(0.9, min_samples=1) is None  # nothing scored yet
+    for k, observed in enumerate([10.0, 12.0, 8.0, 11.0, 13.0]):
+        band.predict(t0 + k * STEP, 10.0)
+        band.observe(t0 + k * STEP, observed)
+    assert band.errors == [1.2, 0.8, 1.1, 1.3]  # the oldest dropped: size 4
+    assert band.factor(1.0, min_samples=4) == pytest.approx(1.3)
+    assert band.factor(0.5, min_samples=5) is None
+    band.observe(t0 + 9 * STEP, 50.0)  # nothing was predicted for that step: not scored
+    assert len(band.errors) == 4
