@@ -51,7 +51,8 @@ def test_metrics_health_and_readiness_on_one_port(objects, history):
         replicas = {(s.labels["namespace"], s.labels["hpa"]): s.value for s in fams["tidewise_predicted_replicas"].samples}
         assert replicas == {(d.namespace, d.name): d.predicted for d in rep.hpa}
         quantiles = {s.labels["quantile"] for s in fams["tidewise_forecast"].samples}
-        assert quantiles == {"0.5", "0.9", "0.95"}  # the median (HPA level), q0.9 (VPA), q0.95 (reclaim)
+        # the median (HPA level), q0.85 (HPA floor), q0.9 (VPA), q0.95 (reclaim)
+        assert quantiles == {"0.5", "0.85", "0.9", "0.95"}
         reclaimed = {s.labels["node"]: s.value for s in fams["tidewise_reclaimed_millicpu"].samples}
         assert reclaimed == {p.node: p.reclaimed_millicpu for p in rep.reclaim}
         steps = {s.labels["step"] for s in fams["tidewise_step_seconds"].samples}
