@@ -3,7 +3,7 @@
 The series is the workload's total usage (sum over its pods, as Prometheus and the synthetic
 generator give it); a pod's share is total / replicas. For each resource:
 
-- target   = max over the next `window` (8 h) of forecast q(`quantile`) x (1 + margin) / replicas,
+- target   = max over the next `window` (1 h; 8 h for few changes) of forecast q(`quantile`) x (1 + margin) / replicas,
              floored at the stock VPA's minimum and, for memory, at the peak of the last day and
              after an OOM kill at the stock VPA's bump of the usage at the kill;
 - lower    = max over the next `safe_window` (1 h) of q(`lower_quantile`) / replicas: the level
@@ -11,7 +11,8 @@ generator give it); a pod's share is total / replicas. For each resource:
 - upper    = target x `upper_factor`: a request further above what the window needs is waste,
 so that lower <= target <= upper. The stock VPA updater changes a request only when it leaves
 [lower, upper], then to the target (`apply_updater`, which replay applies too, with a minimum dwell
-before a decrease): a tidal request changes about twice a day, up before the peak and down after.
+before a decrease when `follow_bounds`): with an 8 h window a tidal request changes about twice a
+day, up before the peak and down after.
 """
 from __future__ import annotations
 

@@ -39,6 +39,7 @@ class ReplaySettings:
     stabilization: pd.Timedelta = pd.Timedelta("5m")  # HPA scale-down stabilisation window
     hpa: HpaSettings = field(default_factory=HpaSettings)
     decision_model: str | None = None  # opt-in: gbm or lightgbm decision-time forecasts (decision_time.py)
+    vpa: VpaSettings = field(default_factory=VpaSettings)  # VPA: --hold sets window and follow_bounds
 
     @property
     def stabilization_minutes(self) -> int:
@@ -91,7 +92,7 @@ def replay_vpa_series(key: str, y: pd.Series, data: ReplayInput, s: ReplaySettin
     start, end = data.start[key], data.end[key]
     fc = series_forecaster(key, s, trainer)
     resource = "memory" if key.rsplit("/", 1)[-1] == "memory" else "cpu"
-    dec = replay_vpa_decisions(y, start, end, VpaSettings(), fc, s.every, resource=resource, oom=data.oom.get(key))
+    dec = replay_vpa_decisions(y, start, end, s.vpa, fc, s.every, resource=resource, oom=data.oom.get(key))
     use = y[(y.index >= start) & (y.index < end)]
     result = {"usage": use, "decisions": dec, "reference": replay_vpa_default(y, start, end, s.every).reindex(use.index)}
     return result, dec.drop(columns="reason").assign(series=key)

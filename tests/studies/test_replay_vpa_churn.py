@@ -12,6 +12,7 @@ from studies.replay.runner import ReplaySettings, replay_vpa_series
 from tests.studies.test_replay import tidal
 
 STEP = pd.Timedelta("5min")
+HOLD = VpaSettings(window="8h", follow_bounds=True)  # what `tidewise replay vpa --hold 8h` replays
 
 
 def changes_per_day(request: pd.Series) -> float:
@@ -24,7 +25,7 @@ def changes_per_day(request: pd.Series) -> float:
 def test_a_tidal_request_changes_about_twice_a_day_and_stays_safe():
     y = tidal(days=6)
     start, end = y.index[0] + pd.Timedelta("3D"), y.index[0] + pd.Timedelta("6D")
-    d = replay_vpa_decisions(y, start, end, VpaSettings(), DailyChoiceForecaster(model="seasonal_naive_daily"))
+    d = replay_vpa_decisions(y, start, end, HOLD, DailyChoiceForecaster(model="seasonal_naive_daily"))
     in_force = d.set_index("timestamp")["target"]
     assert changes_per_day(in_force) <= 3
     # the recommendation itself moves every hour of the tide; the request in force does not
@@ -37,7 +38,7 @@ def test_a_tidal_request_changes_about_twice_a_day_and_stays_safe():
 def test_the_request_moves_only_when_it_leaves_the_bounds():
     y = tidal(days=5, seed=1)
     start, end = y.index[0] + pd.Timedelta("3D"), y.index[0] + pd.Timedelta("5D")
-    d = replay_vpa_decisions(y, start, end, VpaSettings(), DailyChoiceForecaster(model="seasonal_naive_daily"))
+    d = replay_vpa_decisions(y, start, end, HOLD, DailyChoiceForecaster(model="seasonal_naive_daily"))
     before = d["target"].shift()
     moved = d["target"] != before
     moved.iloc[0] = False
@@ -83,3 +84,16 @@ def test_follow_bounds_off_applies_every_recommendation():
     d = replay_vpa_decisions(y, start, end, VpaSettings(follow_bounds=False),
                              DailyChoiceForecaster(model="seasonal_naive_daily"))
     assert (d["target"] == d["recommended"]).all()
+
+
+def test_hold_flag_opts_in_to_the_updater_rule():
+    import argparse
+    import pytest
+    from contracts.errors import InputError
+    from tidewise.commands.replay import settings_from
+    args = argparse.Namespace(kind="vpa", model="auto", every="1h", hold="8h", decision_model=None)
+    vpa = settings_from(args).vpa
+    assert vpa.follow_bounds and vpa.window == "8h"
+    assert not settings_from(argparse.Namespace(**{**vars(args), "hold": None})).vpa.follow_bounds
+    with pytest.raises(InputError, match="--hold 30m"):
+        settings_from(argparse.Namespace(**{**vars(args), "hold": "30m"}))

@@ -42,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     v = kinds.add_parser("vpa", help="replay the VPA recommender", description=VPA_HELP,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     v.add_argument("--every", default="1h", help="decision interval (default 1h)")
+    v.add_argument("--hold", help="opt-in: apply the VPA updater's rule (the request in force changes only when it "
+                                  "leaves [lowerBound, upperBound], a decrease after 4h) with targets covering "
+                                  "this window, e.g. 8h: about two changes a day instead of ten")
     h = kinds.add_parser("hpa", help="replay the predictive HPA", description=HPA_HELP,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     h.add_argument("--target-utilization", type=float, default=0.7, help="HPA target utilisation (default 0.7)")
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
 def settings_from(args: argparse.Namespace) -> "ReplaySettings":
     """The command line's knobs, checked (exit 2 with the flag named on a bad one)."""
-    from autoscaler.settings import HpaSettings
+    from autoscaler.settings import HpaSettings, VpaSettings
     from contracts.errors import InputError
     from predictor.durations import parse_duration
     from predictor.models import MODELS
@@ -103,7 +106,12 @@ def settings_from(args: argparse.Namespace) -> "ReplaySettings":
         every = parse_duration(args.every, what="--every")
         if every < STEP:
             raise InputError(f"--every {args.every}: at least {STEP} (the history step)")
-        return ReplaySettings("vpa", args.model, every=every, decision_model=decision)
+        vpa = VpaSettings()
+        if getattr(args, "hold", None):
+            if parse_duration(args.hold, what="--hold") < every:
+                raise InputError(f"--hold {args.hold}: at least the decision interval --every {args.every}")
+            vpa = VpaSettings(window=args.hold, follow_bounds=True)
+        return ReplaySettings("vpa", args.model, every=every, decision_model=decision, vpa=vpa)
     if not 0 < args.target_utilization <= 1:
         raise InputError(f"--target-utilization {args.target_utilization}: use a number in (0, 1]")
     if not 0 <= args.tolerance <= 1:  # also refuses nan and inf
