@@ -3,7 +3,7 @@
 The series is the workload's total usage (sum over its pods, as Prometheus and the synthetic
 generator give it); a pod's share is total / replicas. For each resource:
 
-- target   = max over the next `window` (1 h; 8 h for few changes) of forecast q(`quantile`) x (1 + margin) / replicas,
+- target   = max over the next `window` (8 h) of forecast q(`quantile`) x (1 + margin) / replicas,
              floored at the stock VPA's minimum and, for memory, at the peak of the last day and
              after an OOM kill at the stock VPA's bump of the usage at the kill;
 - lower    = max over the next `safe_window` (1 h) of q(`lower_quantile`) / replicas: the level

@@ -39,7 +39,8 @@ class ReplaySettings:
     stabilization: pd.Timedelta = pd.Timedelta("5m")  # HPA scale-down stabilisation window
     hpa: HpaSettings = field(default_factory=HpaSettings)
     decision_model: str | None = None  # opt-in: gbm or lightgbm decision-time forecasts (decision_time.py)
-    vpa: VpaSettings = field(default_factory=VpaSettings)  # VPA: --hold sets window and follow_bounds
+    # VPA: the hourly target applied every hour unless --hold sets window and follow_bounds
+    vpa: VpaSettings = field(default_factory=lambda: VpaSettings(window="1h"))
 
     @property
     def stabilization_minutes(self) -> int:

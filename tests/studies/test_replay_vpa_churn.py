@@ -94,6 +94,7 @@ def test_hold_flag_opts_in_to_the_updater_rule():
     args = argparse.Namespace(kind="vpa", model="auto", every="1h", hold="8h", decision_model=None)
     vpa = settings_from(args).vpa
     assert vpa.follow_bounds and vpa.window == "8h"
-    assert not settings_from(argparse.Namespace(**{**vars(args), "hold": None})).vpa.follow_bounds
+    default = settings_from(argparse.Namespace(**{**vars(args), "hold": None})).vpa
+    assert not default.follow_bounds and default.window == "1h"
     with pytest.raises(InputError, match="--hold 30m"):
         settings_from(argparse.Namespace(**{**vars(args), "hold": "30m"}))

@@ -106,7 +106,7 @@ def settings_from(args: argparse.Namespace) -> "ReplaySettings":
         every = parse_duration(args.every, what="--every")
         if every < STEP:
             raise InputError(f"--every {args.every}: at least {STEP} (the history step)")
-        vpa = VpaSettings()
+        vpa = VpaSettings(window="1h")  # the hourly target, applied every hour (the scored default)
         if getattr(args, "hold", None):
             if parse_duration(args.hold, what="--hold") < every:
                 raise InputError(f"--hold {args.hold}: at least the decision interval --every {args.every}")
