@@ -61,8 +61,6 @@ def test_bad_parameters_are_refused_in_fit():
 
 @pytest.mark.parametrize("backend", ["hgb", "lightgbm"])
 def test_round_trip_through_json_and_arrays(backend, tmp_path):
-    if backend == "lightgbm":
-        pytest.importorskip("lightgbm")  # optional backend; the default (hgb) needs only scikit-learn
     m = small(backend=backend).fit_many(fleet(), STEP)
     meta, arrays = m.to_arrays()
     (tmp_path / "meta.json").write_text(json.dumps(meta))
