@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
+from contracts.informer import Gone, ListFn, WatchFn
 from contracts.kube_errors import KubeError, TooManyRequests, error_for_status
 # the tree is shared with the node agent; re-exported here for the callers that import it from this module
 from contracts.kube_errors import Conflict, Forbidden, NotFound  # noqa: F401
@@ -26,6 +27,7 @@ VPA = ("autoscaling.k8s.io", "v1", "verticalpodautoscalers")
 CNR = ("node.katalyst.kubewharf.io", "v1alpha1", "customnoderesources")
 RESOURCE_RECOMMEND = ("recommendation.katalyst.kubewharf.io", "v1alpha1", "resourcerecommends")
 PAGE = 500  # objects per list request: keeps each API server response small
+WATCH_SECONDS = 300  # the server ends each watch after 5 min (kube's own default is 5-10 min); we resume
 
 
 def _map(exc: Exception, what: str) -> KubeError:
@@ -77,6 +79,7 @@ class Kube:
         self.max_backoff_seconds = max_backoff_seconds
         self.request_timeout = request_timeout
         self.backoffs: list[float] = []  # every 429 wait, for metrics and tests
+        self.watch_seconds = WATCH_SECONDS
 
     @classmethod
     def from_config(cls, kubeconfig: str | None = None, context: str | None = None, **kw: Any) -> "Kube":
@@ -117,6 +120,10 @@ class Kube:
                 attempt += 1
 
     def _list(self, what: str, fn: Callable[..., Any], *args: Any) -> list[dict[str, Any]]:
+        return self._list_versioned(what, fn, *args)[0]
+
+    def _list_versioned(self, what: str, fn: Callable[..., Any], *args: Any) -> tuple[list[dict[str, Any]], str]:
+        """All pages, and the list's resourceVersion (where a watch of the same objects starts)."""
         items: list[dict[str, Any]] = []
         token = None
         while True:
@@ -134,7 +141,7 @@ class Kube:
                 items.append(item)
             token = (page.get("metadata") or {}).get("continue")
             if not token:
-                return items
+                return items, str((page.get("metadata") or {}).get("resourceVersion") or "")
 
     # reads --------------------------------------------------------------------------------------
     def list_vpas(self) -> list[dict[str, Any]]:
@@ -155,6 +162,38 @@ class Kube:
 
     def list_nodes(self) -> list[dict[str, Any]]:
         return self._list("list nodes", self.core.list_node)
+
+    def watched(self, kind: str) -> tuple[ListFn, WatchFn]:
+        """The list and watch callables of one kind that `contracts.informer.Informer` follows."""
+        what, fn, args = self._readers()[kind]
+        return (lambda: self._list_versioned(what, fn, *args)), (lambda version: self._watch(what, fn, version, *args))
+
+    def _readers(self) -> dict[str, tuple[str, Callable[..., Any], tuple[Any, ...]]]:
+        return {
+            "VerticalPodAutoscaler": ("verticalpodautoscalers", self.custom.list_cluster_custom_object, VPA),
+            "HorizontalPodAutoscaler": ("horizontalpodautoscalers",
+                                        self.autoscaling.list_horizontal_pod_autoscaler_for_all_namespaces, ()),
+            "Deployment": ("deployments", self.apps.list_deployment_for_all_namespaces, ()),
+            "StatefulSet": ("statefulsets", self.apps.list_stateful_set_for_all_namespaces, ()),
+            "Pod": ("pods", self.core.list_pod_for_all_namespaces, ()),
+            "Node": ("nodes", self.core.list_node, ()),
+        }
+
+    def _watch(self, what: str, fn: Callable[..., Any], version: str, *args: Any) -> Iterator[dict[str, Any]]:
+        """Events of one watch stream from `version` until the server closes it (`watch_seconds`);
+        410 is `Gone`, any other failure a mapped `KubeError`. Objects stay plain dicts."""
+        from kubernetes import watch
+
+        # return_type "object": events stay dicts (deserialize=False would skip the client's ERROR handling)
+        stream = watch.Watch(return_type="object").stream(
+            fn, *args, resource_version=version, timeout_seconds=self.watch_seconds, allow_watch_bookmarks=True,
+            _request_timeout=self.watch_seconds + self.request_timeout)
+        try:
+            for event in stream:
+                yield {"type": event["type"], "object": event["raw_object"]}
+        except Exception as exc:  # noqa: BLE001 - mapped: 410 lists again, the rest resumes
+            err = _map(exc, f"watch {what}")
+            raise (Gone(str(err)) if err.status == Gone.status else err) from exc
 
     def get_hpa(self, namespace: str, name: str) -> dict[str, Any]:
         return self.call(f"get hpa {namespace}/{name}", self.autoscaling.read_namespaced_horizontal_pod_autoscaler,

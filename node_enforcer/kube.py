@@ -3,18 +3,25 @@ read its own Node's annotations (the reclaim plan) and evict a pod through the E
 `kubernetes` is imported only when a `KubeApi` is made (the agent with `--pods-from file` never
 loads it). Errors map to the small tree of `contracts.kube_errors`: NotFound, Conflict, TooManyRequests (a
 PodDisruptionBudget refused the eviction), Forbidden.
+
+In the loop the agent watches instead of listing (`pods_informer`, `node_informer`: a
+`contracts.informer.Informer` per kind, list once then watch from its resourceVersion), so a quiet
+node costs the API server two idle connections rather than a list and a get every few seconds.
 """
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, Callable, Generic, Iterator, TypeVar
 
+from contracts.informer import Gone, Informer
 from contracts.kube_errors import KubeError, error_for_status
 from node_enforcer.collect.pods import pods_from_objects
 from node_enforcer.model.pod import Pod
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+WATCH_SECONDS = 300  # the server ends each watch after 5 min; the informer resumes from where it was
 
 
 def _mapped(exc: Exception, what: str) -> KubeError:
@@ -27,6 +34,25 @@ def _mapped(exc: Exception, what: str) -> KubeError:
         except (ValueError, AttributeError):
             pass
     return error_for_status(status, f"{what}: {status or ''} {reason}".strip())
+
+
+class Watched(Generic[T]):
+    """A reader for the agent's loop: calling it reads the informer's cache through `convert`. The
+    informer starts on the first call, in the agent's step: an API server that is down at start-up
+    fails that step (logged, retried next pass) instead of the agent's start."""
+
+    def __init__(self, informer: Informer, convert: Callable[[list[dict[str, Any]]], T]) -> None:
+        self.informer, self.convert = informer, convert
+        self.started = False
+
+    def __call__(self) -> T:
+        if not self.started:
+            self.informer.prime().start()
+            self.started = True
+        return self.convert(self.informer.items())
+
+    def stop(self) -> None:
+        self.informer.stop()
 
 
 class KubeApi:
@@ -43,6 +69,7 @@ class KubeApi:
                 config.load_kube_config(config_file=kubeconfig)
             api_client = client.ApiClient()
         self._core = client.CoreV1Api(api_client)
+        self.watch_seconds = WATCH_SECONDS
 
     def list_node_pods(self, node: str) -> list[Pod]:
         """This node's pods (`spec.nodeName` field selector), read as plain JSON."""
@@ -63,6 +90,56 @@ class KubeApi:
         except Exception as exc:  # ApiException, urllib3 errors, bad JSON: one mapped error
             raise _mapped(exc, f"get node {node}") from exc
         return {str(k): str(v) for k, v in annotations.items()}
+
+    # watches ------------------------------------------------------------------------------------
+    def watched_pods(self, node: str) -> "Watched[list[Pod]]":
+        """A pod lister for the agent's loop that lists once, then follows a watch."""
+        return Watched(self.pods_informer(node), lambda items: pods_from_objects(items, node))
+
+    def watched_annotations(self, node: str) -> "Watched[dict[str, str]]":
+        """`node_annotations` for the loop, from a watch of this one Node."""
+
+        def annotations(items: list[dict[str, Any]]) -> dict[str, str]:
+            if not items:
+                raise error_for_status(404, f"get node {node}: 404 not found")
+            return {str(k): str(v) for k, v in ((items[0].get("metadata") or {}).get("annotations") or {}).items()}
+
+        return Watched(self.node_informer(node), annotations)
+
+    def pods_informer(self, node: str) -> Informer:
+        """This node's pods, kept by a watch; `pods_from_objects(informer.items(), node)` reads them."""
+        return self._informer(f"pods of node {node}", self._core.list_pod_for_all_namespaces,
+                              f"spec.nodeName={node}")
+
+    def node_informer(self, node: str) -> Informer:
+        """This node's own Node object (its reclaim-plan annotation), kept by a watch."""
+        return self._informer(f"node {node}", self._core.list_node, f"metadata.name={node}")
+
+    def _informer(self, what: str, fn: Callable[..., Any], selector: str) -> Informer:
+        return Informer(what, lambda: self._list(what, fn, selector),
+                        lambda version: self._watch(what, fn, selector, version))
+
+    def _list(self, what: str, fn: Callable[..., Any], selector: str) -> tuple[list[dict[str, Any]], str]:
+        try:
+            resp = fn(field_selector=selector, _preload_content=False, _request_timeout=10)
+            data = json.loads(resp.data)
+        except Exception as exc:  # ApiException, urllib3 errors, bad JSON: one mapped error
+            raise _mapped(exc, f"list {what}") from exc
+        return list(data.get("items") or []), str((data.get("metadata") or {}).get("resourceVersion") or "")
+
+    def _watch(self, what: str, fn: Callable[..., Any], selector: str, version: str) -> Iterator[dict[str, Any]]:
+        from kubernetes import watch
+
+        # return_type "object": events stay dicts (deserialize=False would skip the client's ERROR handling)
+        stream = watch.Watch(return_type="object").stream(
+            fn, field_selector=selector, resource_version=version, timeout_seconds=self.watch_seconds,
+            allow_watch_bookmarks=True, _request_timeout=self.watch_seconds + 10)
+        try:
+            for event in stream:
+                yield {"type": event["type"], "object": event["raw_object"]}
+        except Exception as exc:  # noqa: BLE001 - 410 lists again, the rest resumes after a backoff
+            err = _mapped(exc, f"watch {what}")
+            raise (Gone(str(err)) if err.status == Gone.status else err) from exc
 
     def eviction_body(self, namespace: str, name: str, dry_run: bool) -> dict[str, Any]:
         body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",

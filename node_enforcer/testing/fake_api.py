@@ -1,7 +1,9 @@
 """A small local HTTP fake of the few endpoints the node agent uses, on 127.0.0.1 and a free port:
 
 - kubelet: `GET /pods` (a PodList);
-- API server: `GET /api/v1/pods?fieldSelector=spec.nodeName=X`,
+- API server: `GET /api/v1/pods?fieldSelector=spec.nodeName=X`, `GET /api/v1/nodes/X` and
+  `GET /api/v1/nodes?fieldSelector=metadata.name=X`, each also as `?watch=true` (`watch_stream.py`:
+  change objects with `update_pod`/`remove_pod`/`update_node`; `watch.compact()` for 410, `watch.drop()`),
   `POST /api/v1/namespaces/{ns}/pods/{name}/eviction` (429 for pods listed in `pdb_blocked`,
   404 for unknown pods, 403 when `forbidden`).
 
@@ -13,12 +15,16 @@ import json
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Sequence
+
+from node_enforcer.testing.watch_stream import WatchLog
 
 
 class FakeApi:
-    def __init__(self, pods: list[dict[str, Any]]) -> None:
+    def __init__(self, pods: list[dict[str, Any]], nodes: Sequence[dict[str, Any]] = ()) -> None:
         self.pods = pods
+        self.nodes = [dict(n, kind="Node", apiVersion="v1") for n in nodes]
+        self.watch = WatchLog()
         self.requests: list[dict[str, Any]] = []
         self.pdb_blocked: set[str] = set()
         self.forbidden = False
@@ -47,12 +53,8 @@ class FakeApi:
                 path, query = self._record()
                 if path == "/pods":
                     self._send(200, {"kind": "PodList", "apiVersion": "v1", "items": fake.pods})
-                elif path == "/api/v1/pods":
-                    sel = (query.get("fieldSelector") or [""])[0]
-                    node = sel.split("=", 1)[1] if sel.startswith("spec.nodeName=") else None
-                    items = [p for p in fake.pods if node is None or p["spec"].get("nodeName") == node]
-                    self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"},
-                                     "items": items})
+                elif path.startswith(("/api/v1/pods", "/api/v1/nodes")):
+                    _list_or_watch(fake, self, path, query)
                 else:
                     self._send(404, {"kind": "Status", "code": 404, "message": f"{path} not found"})
 
@@ -77,6 +79,20 @@ class FakeApi:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
+    def update_pod(self, pod: dict[str, Any]) -> None:
+        """Add or replace a pod (by namespace/name) and tell the watches."""
+        pod = self.watch.record(_event(self.pods, pod), dict(pod, kind="Pod", apiVersion="v1"))
+        self.pods = [p for p in self.pods if _key(p) != _key(pod)] + [pod]
+
+    def remove_pod(self, namespace: str, name: str) -> None:
+        gone = next(p for p in self.pods if _key(p) == (namespace, name))
+        self.pods = [p for p in self.pods if p is not gone]
+        self.watch.record("DELETED", dict(gone, kind="Pod", apiVersion="v1"))
+
+    def update_node(self, node: dict[str, Any]) -> None:
+        node = self.watch.record(_event(self.nodes, node), dict(node, kind="Node", apiVersion="v1"))
+        self.nodes = [n for n in self.nodes if _key(n) != _key(node)] + [node]
+
     def __enter__(self) -> "FakeApi":
         self.thread.start()
         return self
@@ -92,3 +108,32 @@ class FakeApi:
         cfg.host = self.url
         cfg.retries = 0
         return client.ApiClient(cfg)
+
+
+def _key(obj: dict[str, Any]) -> tuple[str | None, str]:
+    return obj["metadata"].get("namespace"), obj["metadata"]["name"]
+
+
+def _event(objects: list[dict[str, Any]], obj: dict[str, Any]) -> str:
+    return "MODIFIED" if any(_key(o) == _key(obj) for o in objects) else "ADDED"
+
+
+def _list_or_watch(fake: FakeApi, handler: Any, path: str, query: dict[str, list[str]]) -> None:
+    """`GET /api/v1/pods`, `/api/v1/nodes` (field selector, `?watch=true`) and `/api/v1/nodes/X`."""
+    plural, _, name = path.removeprefix("/api/v1/").partition("/")
+    sel = (query.get("fieldSelector") or [f"metadata.name={name}" if name else ""])[0]
+    field_path, _, want = sel.partition("=")
+
+    def match(o: dict[str, Any]) -> bool:
+        got = o["spec"].get("nodeName") if field_path == "spec.nodeName" else o["metadata"].get("name")
+        return (o.get("kind") or "Pod") == ("Pod" if plural == "pods" else "Node") and (not sel or got == want)
+
+    if (query.get("watch") or [""])[0].lower() == "true":
+        since = (query.get("resourceVersion") or ["0"])[0]
+        return fake.watch.serve(handler, since, float((query.get("timeoutSeconds") or ["30"])[0]), match)
+    items = [o for o in (fake.pods if plural == "pods" else fake.nodes) if match(o)]
+    if name:
+        return handler._send(200, items[0]) if items else handler._send(404, {"kind": "Status", "code": 404,
+                                                                            "message": f"{path} not found"})
+    handler._send(200, {"kind": "PodList" if plural == "pods" else "NodeList", "apiVersion": "v1",
+                        "metadata": {"resourceVersion": str(fake.watch.rv)}, "items": items})

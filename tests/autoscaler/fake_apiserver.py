@@ -3,7 +3,9 @@ client to talk to (DESIGN.md: no kube-apiserver can be installed here).
 
 It keeps objects by path, bumps `resourceVersion` on every write, answers a merge patch that
 carries a stale resourceVersion with 409 (as the API server does), applies status-subresource
-patches to `status` only, and records every request. `fail(method, pattern, status, times)` makes
+patches to `status` only, and records every request (with its query string). `?watch=true` on a
+list path streams that kind's events after the given resourceVersion (`node_enforcer.testing.watch_stream`:
+`watch.compact()` for 410 Gone, `watch.drop()` / `watch.drop_next()` for a cut connection). `fail(method, pattern, status, times)` makes
 the next matching requests fail (404, 403, 409, 429 with Retry-After) before the real handling.
 """
 from __future__ import annotations
@@ -12,9 +14,12 @@ import copy
 import json
 import re
 import threading
+import urllib.parse
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from node_enforcer.testing.watch_stream import WatchLog
 
 # kind -> (path prefix, plural, namespaced, api version)
 KINDS = {
@@ -57,12 +62,17 @@ class Request:
     path: str
     content_type: str
     body: Any
+    query: str = ""
+
+    @property
+    def is_watch(self) -> bool:
+        return "watch=true" in self.query.lower()
 
 
 class FakeApiServer:
     def __init__(self, objects: list[dict[str, Any]] = ()):
         self.objects: dict[str, dict[str, Any]] = {}
-        self.rv = 100
+        self.watch = WatchLog()
         self.lock = threading.Lock()
         self.requests: list[Request] = []
         self.faults: list[list[Any]] = []  # [method, regex, status, remaining, headers]
@@ -84,12 +94,24 @@ class FakeApiServer:
         self.httpd.server_close()
         self.thread.join(timeout=5)
 
+    @property
+    def rv(self) -> int:
+        return self.watch.rv
+
     def put(self, obj: dict[str, Any]) -> dict[str, Any]:
-        obj = copy.deepcopy(obj)
-        self.rv += 1
-        obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
-        self.objects[object_path(obj)] = obj
-        return obj
+        path = object_path(obj)
+        obj = self.watch.record("MODIFIED" if path in self.objects else "ADDED",
+                                dict(obj, apiVersion=obj.get("apiVersion") or KINDS[obj["kind"]][3]))
+        self.objects[path] = obj
+        return copy.deepcopy(obj)
+
+    def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
+        path = object_path({"kind": kind, "metadata": {"name": name, "namespace": namespace}})
+        self.watch.record("DELETED", self.objects.pop(path))
+
+    def lists(self, plural: str) -> list[Request]:
+        """The list (not watch) requests of one kind, e.g. `lists("pods")`."""
+        return [r for r in self.requests if r.method == "GET" and r.path.endswith(f"/{plural}") and not r.is_watch]
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         return self.objects[object_path({"kind": kind, "metadata": {"name": name, "namespace": namespace}})]
@@ -101,6 +123,16 @@ class FakeApiServer:
         return [r for r in self.requests if r.method in ("PATCH", "PUT", "POST") and (method is None or r.method == method)]
 
     # HTTP ---------------------------------------------------------------------------------------
+    def _watch(self, handler: BaseHTTPRequestHandler, path: str, query: str) -> None:
+        with self.lock:
+            self.requests.append(Request("GET", path, "", None, query))
+        q = urllib.parse.parse_qs(query)
+        m = re.fullmatch(r"(/api/v1|/apis/[^/]+/[^/]+)(?:/namespaces/([^/]+))?/([^/]+)", path)
+        kind = PLURAL.get(m.group(3)) if m else None
+        ns = m.group(2) if m else None
+        self.watch.serve(handler, (q.get("resourceVersion") or ["0"])[0], float((q.get("timeoutSeconds") or ["30"])[0]),
+                         lambda o: o.get("kind") == kind and (ns is None or o["metadata"].get("namespace") == ns))
+
     def _handle(self, method: str, path: str, ctype: str, body: Any) -> tuple[int, Any, dict[str, str]]:
         self.requests.append(Request(method, path, ctype, body))
         for f in self.faults:
@@ -166,7 +198,9 @@ class FakeApiServer:
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n) if n else b""
                 body = json.loads(raw) if raw else None
-                path = self.path.split("?")[0]
+                path, _, query = self.path.partition("?")
+                if method == "GET" and "watch=true" in query.lower():
+                    return fake._watch(self, path, query)
                 with fake.lock:
                     code, out, headers = fake._handle(method, path, self.headers.get("Content-Type", ""), body)
                 data = json.dumps(out).encode()

@@ -27,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--apply", action="store_true", help="write to the cluster (default: dry-run, log only)")
     p.add_argument("--cluster-state", metavar="FILE", help="read the cluster from this YAML instead of the API")
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then ~/.kube/config)")
+    p.add_argument("--no-watch", action="store_true",
+                   help="list every object on every run instead of listing once and then watching (the default "
+                        "when running forever; --once always lists)")
     p.add_argument("--source", choices=["file", "prometheus", "synthetic"], default="prometheus",
                    help="history source (default prometheus; settings in the config file's prometheus: section)")
     p.add_argument("--input", metavar="PATH", help="long history file for --source file")
@@ -198,6 +201,10 @@ def _cluster_and_sink(args: argparse.Namespace):  # -> (Kube | None, ClusterRead
 
     # without --cluster-state, kube was made above: `kube is None` only narrows the type
     cluster = FileCluster(args.cluster_state) if args.cluster_state or kube is None else ApiCluster(kube)
+    if isinstance(cluster, ApiCluster) and not args.once and not args.no_watch:
+        from autoscaler.input.watched import WatchedCluster
+
+        cluster = WatchedCluster(kube)  # type: ignore[assignment,arg-type]  # a third reader; kube is set for ApiCluster
     if args.cluster_state:
         load_cluster_state(args.cluster_state)  # a malformed file is a usage error now, not a frozen run later
     sink: Sink
