@@ -1,6 +1,10 @@
 """The node agent's reconcile loop: a fixed list of named, timed steps.
 
-    pods -> reclaim plan -> restore (first pass only) -> policy -> enforce -> checkpoint -> eviction
+    pods -> reclaim plan -> restore (first pass only) -> policy -> enforce -> isolate -> checkpoint
+    -> report -> eviction
+
+`isolate` applies the disk I/O, network and reclaimed-root memory limits (`policy.isolation`);
+`report` publishes the topology on the node's CustomNodeResource when it changed.
 
 Topology is read once at start (CPU hot-plug is rare; a restart re-reads it). A failing pod source
 freezes the node as it is (nothing is written from missing data) and the loop backs off; one pod's
@@ -15,19 +19,25 @@ from typing import Callable, Sequence, TypeVar
 
 from contracts.errors import TidewiseError
 from contracts.reclaim import ReclaimPlan
-from node_enforcer.collect.pressure import read_pressure
+from node_enforcer.collect.pressure import read_pressure, read_psi_some_avg10
 from node_enforcer.collect.qos import QosResolver
 from node_enforcer.enforce.apply import EnforceReport, enforce
 from node_enforcer.enforce.cgroups import CgroupDriver
 from node_enforcer.enforce.checkpoint import Restored, path_problem, restore, save_checkpoint
+from node_enforcer.enforce.cnr import CnrPublisher
 from node_enforcer.enforce.evictor import Eviction, Evictor
 from node_enforcer.enforce.files import FilePort
+from node_enforcer.enforce.isolation import enforce_isolation
+from node_enforcer.enforce.tc import Tc, TcError
+from node_enforcer.model.devices import BlockDevice
 from node_enforcer.model.pod import Pod
 from node_enforcer.model.pressure import Pressure
 from node_enforcer.model.topology import Topology
 from node_enforcer.policy.allocation import CpuAllocation
 from node_enforcer.policy.eviction import triggers
+from node_enforcer.policy.isolation import IsolationPlan, plan_isolation
 from node_enforcer.policy.plan import plan
+from node_enforcer.policy.topology_report import topology_status
 from node_enforcer.settings import EnforcerSettings
 
 log = logging.getLogger(__name__)
@@ -42,6 +52,8 @@ class ReconcileResult:
     restored: Restored | None = None
     checkpoint_written: bool = False
     pressure: Pressure | None = None
+    isolation: IsolationPlan | None = None
+    topology_report: str | None = None  # what publishing the CNR status did (None: not asked)
     timings: dict[str, float] = field(default_factory=dict)  # step -> seconds
     error: str | None = None
 
@@ -55,11 +67,16 @@ class Agent:
     def __init__(self, settings: EnforcerSettings, topology: Topology, list_pods: Callable[[], Sequence[Pod]],
                  driver: CgroupDriver, files: FilePort, reclaim: Callable[[], ReclaimPlan | None] = lambda: None,
                  evictor: Evictor | None = None, read_pressure_fn: Callable[[], Pressure] | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter, devices: Sequence[BlockDevice] = (),
+                 tc: Tc | None = None, cnr: CnrPublisher | None = None,
+                 read_io_psi: Callable[[], float | None] | None = None) -> None:
         self.s, self.topology, self.list_pods, self.driver, self.files = settings, topology, list_pods, driver, files
         self.reclaim, self.evictor, self.clock = reclaim, evictor, clock
         self.read_pressure = read_pressure_fn or (lambda: read_pressure(settings.proc_root, settings.psi_path))
         self.resolver = QosResolver()
+        self.devices, self.tc, self.cnr = tuple(devices), tc, cnr
+        self.read_io_psi = read_io_psi or (lambda: read_psi_some_avg10(
+            settings.io.psi_path or f"{settings.proc_root}/pressure/io"))
         self.previous: dict[str, frozenset[int]] | None = None  # None until restored
         self.last: CpuAllocation | None = None
         self._refusals_logged: set[str] = set()
@@ -95,6 +112,8 @@ class Agent:
         self._log_refusals(alloc)
         report = self._step(res, "enforce", lambda: enforce(alloc, pods, self.driver, self.files, self.s.proc_root))
         res.report = report
+        if self.s.io.enabled or self.s.network.enabled or self.s.reclaimed_root_memory:
+            self._step(res, "isolate", lambda: self._isolate(res, pods, reclaim, alloc))
         if saving:
             try:
                 res.checkpoint_written = self._step(res, "checkpoint",
@@ -103,11 +122,31 @@ class Agent:
                 res.fail(f"checkpoint {self.s.checkpoint} not saved: {exc}")
         self.previous = dict(alloc.dedicated)
         self.last = alloc
+        if self.cnr is not None:
+            status = topology_status(self.topology, alloc, pods, reclaim)
+            res.topology_report = self._step(res, "report", lambda: self.cnr.publish(status))  # type: ignore[union-attr]
         if self.evictor is not None:
             res.evictions = self._step(res, "eviction", lambda: self._evict(res, pods, alloc))
         log.info("reconcile: %s; %s", report.summary(),
                  ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in res.timings.items()))
         return res
+
+    def _isolate(self, res: ReconcileResult, pods: Sequence[Pod], reclaim: ReclaimPlan | None,
+                 alloc: CpuAllocation) -> None:
+        """Disk I/O, network and reclaimed-root limits; tc changes join the report's changes."""
+        psi = self.read_io_psi() if self.s.io.enabled else None
+        iso = plan_isolation(alloc, pods, reclaim, self.devices, psi, self.s.isolation(), self.s.policy)
+        res.isolation = iso
+        assert res.report is not None
+        enforce_isolation(iso, pods, self.driver, self.files, res.report)
+        if iso.net is not None and self.tc is not None:
+            try:
+                changes, problems = self.tc.ensure(iso.net)
+            except TcError as exc:
+                changes, problems = [], []
+                res.report.errors.append(f"tc on {iso.net.device}: {exc}")
+            res.report.changes.extend(changes)
+            res.report.unsupported.extend(problems)
 
     def _log_refusals(self, alloc: CpuAllocation) -> None:
         for r in alloc.refused:  # once per pod, not every pass

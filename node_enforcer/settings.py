@@ -13,6 +13,9 @@ from typing import Any, Mapping
 from contracts.errors import InputError
 from node_enforcer.policy.allocation import PolicySettings
 from node_enforcer.policy.eviction import EvictionSettings
+from node_enforcer.policy.io import IoSettings
+from node_enforcer.policy.isolation import IsolationSettings
+from node_enforcer.policy.network import NetworkSettings
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,16 @@ class EnforcerSettings:
     # eviction.dry_run (default True) sends evictions with dryRun=All; `--evict` (or the flat
     # `evict: true` of older sections) turns it off
     eviction: EvictionSettings = field(default_factory=EvictionSettings)
+    io: IoSettings = field(default_factory=IoSettings)  # disk I/O limits of reclaimed pods (`io:`)
+    network: NetworkSettings = field(default_factory=NetworkSettings)  # batch egress cap (`network:`)
+    reclaimed_root_memory: bool = True  # memory.max/high on the QoS cgroup holding only batch pods
+    reclaimed_root_memory_high_ratio: float = 0.95  # Katalyst's: reclaim-throttle batch at 95% of its cap
+    # publish the topology on this node's Katalyst CustomNodeResource (status.topologyZone); needs the API
+    report_topology: bool = False
+
+    def isolation(self) -> IsolationSettings:
+        return IsolationSettings(self.io, self.network, self.reclaimed_root_memory,
+                                 self.reclaimed_root_memory_high_ratio)
 
 
 _NESTED: dict[str, type[PolicySettings] | type[EvictionSettings]] = {"policy": PolicySettings, "eviction": EvictionSettings}

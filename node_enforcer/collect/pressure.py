@@ -21,3 +21,14 @@ def read_pressure(proc_root: str = "/proc", psi_path: str | None = None) -> Pres
     except OSError:
         pass
     return Pressure(info.get("MemTotal", 0), info.get("MemAvailable", info.get("MemFree", 0)), psi)
+
+
+def read_psi_some_avg10(path: str) -> float | None:
+    """`some avg10` of a PSI file (/proc/pressure/io, a cgroup's io.pressure): the share of the
+    last 10 s in which some task stalled; None where the file is missing or PSI is disabled."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            m = re.search(r"^some\s.*?avg10=([0-9.]+)", fh.read(), re.M)
+    except OSError:  # no such file, or EOPNOTSUPP when the kernel booted with psi=0
+        return None
+    return float(m.group(1)) if m else None

@@ -27,6 +27,7 @@ def read_topology(sysfs_root: str = "/sys") -> Topology:
     numa_of: dict[int, int] = {}
     numa_cpus: dict[int, frozenset[int]] = {}
     numa_mem: dict[int, int] = {}
+    distances: dict[int, tuple[int, ...]] = {}
     if os.path.isdir(node_dir):
         for name in sorted(os.listdir(node_dir)):
             m = re.fullmatch(r"node(\d+)", name)
@@ -44,6 +45,9 @@ def read_topology(sysfs_root: str = "/sys") -> Topology:
                 mm = re.search(r"MemTotal:\s+(\d+)\s*kB", _read(meminfo))
                 if mm:
                     numa_mem[n] = int(mm.group(1)) * 1024
+            distance = os.path.join(node_dir, name, "distance")
+            if os.path.exists(distance) and re.fullmatch(r"[\d ]+", _read(distance)):
+                distances[n] = tuple(int(x) for x in _read(distance).split())
     if not numa_cpus:  # a kernel without NUMA: one node holding every CPU
         numa_cpus = {0: frozenset(online)}
         numa_of = {c: 0 for c in online}
@@ -63,4 +67,4 @@ def read_topology(sysfs_root: str = "/sys") -> Topology:
             raise InputError(f"sysfs root {sysfs_root}: core {socket}/{core_id} spans NUMA nodes {sorted(nodes)}")
         out.append(Core(socket=socket, core_id=core_id, numa=nodes.pop(), cpus=tuple(sorted(threads))))
     out.sort(key=lambda c: c.cpus[0])
-    return Topology(cores=tuple(out), numa_cpus=numa_cpus, numa_memory_bytes=numa_mem)
+    return Topology(cores=tuple(out), numa_cpus=numa_cpus, numa_memory_bytes=numa_mem, numa_distances=distances)

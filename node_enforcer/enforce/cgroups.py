@@ -104,6 +104,10 @@ class CgroupDriver:
     def pod_dir(self, pod: Pod, controller: str = "") -> str:
         raise NotImplementedError
 
+    def qos_dir(self, k8s_qos: str, controller: str = "") -> str:
+        """The k8s QoS class's own cgroup (`kubepods/besteffort`), the parent of its pods'."""
+        raise NotImplementedError
+
     def cgroups(self, alloc: PodAllocation, pod: Pod, files: FilePort) -> PodCgroups:
         raise NotImplementedError
 
@@ -137,6 +141,10 @@ class V1Driver(CgroupDriver):
     def pod_dir(self, pod: Pod, controller: str = "cpuset") -> str:
         return os.path.join(self.root, controller, self._parent(controller),
                             pod_cgroup(self.convention, pod.k8s_qos, pod.uid))
+
+    def qos_dir(self, k8s_qos: str, controller: str = "memory") -> str:
+        return os.path.join(self.root, controller, self._parent(controller),
+                            os.path.dirname(pod_cgroup(self.convention, k8s_qos, "x")))
 
     def cgroups(self, alloc: PodAllocation, pod: Pod, files: FilePort) -> PodCgroups:
         out = PodCgroups(pod=pod.key, found=False)
@@ -185,6 +193,10 @@ class V2Driver(CgroupDriver):
 
     def pod_dir(self, pod: Pod, controller: str = "") -> str:
         return os.path.join(self.root, self._parent("unified"), pod_cgroup(self.convention, pod.k8s_qos, pod.uid))
+
+    def qos_dir(self, k8s_qos: str, controller: str = "") -> str:
+        return os.path.join(self.root, self._parent("unified"),
+                            os.path.dirname(pod_cgroup(self.convention, k8s_qos, "x")))
 
     def cgroups(self, alloc: PodAllocation, pod: Pod, files: FilePort) -> PodCgroups:
         d = self.pod_dir(pod)

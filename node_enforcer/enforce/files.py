@@ -64,6 +64,33 @@ def normalise(path: str, text: str | None) -> str | None:
     return t
 
 
+IO_MAX_KEYS = ("rbps", "wbps", "riops", "wiops")
+
+
+def line_value(text: str, key: str) -> str | None:
+    """The rest of the line of a keyed file (`254:0 1048576`, `eth0 5`) that starts with `key`."""
+    for line in text.splitlines():
+        parts = line.split(None, 1)
+        if parts and parts[0] == key:
+            return parts[1].strip() if len(parts) > 1 else ""
+    return None
+
+
+def normalise_keyed(path: str, value: str | None) -> str:
+    """A keyed file's value in normal form; an absent line is the kernel's "no limit" (0 or max)."""
+    name = os.path.basename(path)
+    v = (value or "").strip()
+    if name == "io.max":
+        got = dict(tok.split("=", 1) for tok in v.split() if "=" in tok)
+        return " ".join(f"{k}={got.get(k, 'max')}" for k in IO_MAX_KEYS)
+    if name.startswith("blkio.throttle.") or name == "net_prio.ifpriomap":
+        try:
+            return str(int(v or "0"))
+        except ValueError:
+            return v
+    return v
+
+
 class FilePort:
     """read / list / write one file; `changes` holds what this port wrote since it was made."""
 
@@ -84,6 +111,24 @@ class FilePort:
 
     def _store(self, path: str, value: str) -> None:
         raise NotImplementedError
+
+    def _store_line(self, path: str, key: str, line: str) -> None:
+        """A keyed file takes one `key value` line per write; the kernel merges it into the rest."""
+        self._store(path, line)
+
+    def ensure_line(self, path: str, key: str, value: str) -> Change | None:
+        """`ensure` for keyed files (blkio.throttle.*, io.max, io.weight, net_prio.ifpriomap): only
+        the line of `key` is compared and written."""
+        text = self.read(path)
+        old = None if text is None else line_value(text, key)
+        if text is not None and normalise_keyed(path, old) == normalise_keyed(path, value):
+            return None
+        line = f"{key} {value}"
+        self._store_line(path, key, line)
+        change = Change(path, None if text is None else f"{key} {old if old is not None else '(none)'}", line)
+        self.changes.append(change)
+        log.info("%s%s", "dry-run: " if self.dry_run else "", change, extra={"path": path, "old": old, "new": line})
+        return change
 
     def ensure(self, path: str, value: str) -> Change | None:
         """Read, compare, write only if it differs; returns the change made (or None)."""
@@ -143,6 +188,9 @@ class DryRunFiles(HostFiles):
     def _store(self, path: str, value: str) -> None:
         self.overlay[path] = value
 
+    def _store_line(self, path: str, key: str, line: str) -> None:
+        self.overlay[path] = _merged(self.read(path), key, line)
+
 
 class MemoryFiles(FilePort):
     """An in-memory tree of files (path -> content); directories are implied by the paths."""
@@ -164,3 +212,12 @@ class MemoryFiles(FilePort):
 
     def _store(self, path: str, value: str) -> None:
         self.files[path] = value
+
+    def _store_line(self, path: str, key: str, line: str) -> None:
+        self.files[path] = _merged(self.read(path), key, line)
+
+
+def _merged(text: str | None, key: str, line: str) -> str:
+    """What the kernel shows after a keyed write: the other keys' lines and this one."""
+    kept = [ln for ln in (text or "").splitlines() if ln.split(None, 1)[:1] != [key]]
+    return "\n".join(sorted(kept + [line])) + "\n"

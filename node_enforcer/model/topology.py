@@ -57,6 +57,7 @@ class Topology:
     cores: tuple[Core, ...]  # ordered by lowest thread id
     numa_cpus: dict[int, frozenset[int]]
     numa_memory_bytes: dict[int, int] = field(default_factory=dict)
+    numa_distances: dict[int, tuple[int, ...]] = field(default_factory=dict)  # node*/distance, where sysfs has it
 
     @property
     def cpus(self) -> frozenset[int]:

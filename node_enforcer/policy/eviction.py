@@ -5,6 +5,8 @@ Triggers: free memory (`MemAvailable`) below a watermark, or memory PSI (`some a
 pods first, then the others by priority (lowest first) and memory usage (largest first);
 `system_cores` and `dedicated_cores` pods are never chosen. Enough victims are chosen to cover the
 watermark deficit (at least one); `enforce.evictor` applies the rate limit and calls the API.
+Memory PSI alone (free memory above the watermark) evicts batch only: the stalls are the cost of
+reclaim, which removing a `reclaimed_cores` pod relieves, and not a reason to stop an online pod.
 """
 from __future__ import annotations
 
@@ -49,7 +51,8 @@ def choose_victims(p: Pressure, pods: Sequence[Pod], allocation: CpuAllocation, 
     if not reasons:
         return []
     qos = {a.uid: a.qos for a in allocation.pods}
-    candidates = [pod for pod in pods if qos.get(pod.uid, QosLevel.SHARED.value) not in NEVER_EVICTED]
+    candidates = [pod for pod in pods if qos.get(pod.uid, QosLevel.SHARED.value) not in NEVER_EVICTED
+                  and (deficit > 0 or qos.get(pod.uid) == QosLevel.RECLAIMED.value)]
     candidates.sort(key=lambda pod: (qos.get(pod.uid) != QosLevel.RECLAIMED.value, pod.priority,
                                      -usage.get(pod.uid, 0), pod.key))
     out, freed = [], 0

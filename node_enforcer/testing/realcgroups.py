@@ -27,6 +27,7 @@ from node_enforcer.model.pod import Pod
 V1_ROOT = "/sys/fs/cgroup"
 V2_ROOT = "/sys/fs/cgroup/unified"
 V1_CONTROLLERS = ("cpuset", "cpu", "memory")
+SWEPT = V1_CONTROLLERS + ("blkio",)  # hierarchies a test tree may use (blkio: the I/O limit tests)
 
 
 PREFIX = "tidewise-test-"
@@ -63,7 +64,7 @@ def is_stale(name: str) -> bool:
 
 
 def default_roots() -> list[str]:
-    return [os.path.join(V1_ROOT, ctl) for ctl in V1_CONTROLLERS] + [V2_ROOT]
+    return [os.path.join(V1_ROOT, ctl) for ctl in SWEPT] + [V2_ROOT]
 
 
 def remove_stale_trees(roots: Iterable[str] | None = None) -> list[str]:
@@ -151,8 +152,12 @@ def _read(path: str) -> str:
 
 
 class RealTree:
-    def __init__(self, version: int = 1, convention: str = "cgroupfs", name: str | None = None) -> None:
+    def __init__(self, version: int = 1, convention: str = "cgroupfs", name: str | None = None,
+                 controllers: tuple[str, ...] = V1_CONTROLLERS, v1_root: str = V1_ROOT) -> None:
+        """`controllers` and `v1_root` (v1 only): the hierarchies to build in, e.g. blkio too, or a
+        folder whose `<controller>` entries point at the mounts (a test's own net_prio mount)."""
         self.version, self.convention = version, convention
+        self.controllers, self.v1_root = controllers, v1_root
         self.name = name or tree_name()
         self.made: list[str] = []  # directories, in creation order
         self.procs: list[subprocess.Popen] = []
@@ -160,10 +165,10 @@ class RealTree:
         sweep_once()  # what killed runs left behind, before this run adds its own
         try:
             if version == 1:
-                for ctl in V1_CONTROLLERS:
+                for ctl in controllers:
                     rel = os.path.join(own_cgroup(ctl), self.name)
                     self.parents[ctl] = rel
-                    self._mkdir(os.path.join(V1_ROOT, ctl, rel), ctl)
+                    self._mkdir(os.path.join(v1_root, ctl, rel), ctl)
             else:
                 rel = os.path.join(own_cgroup(""), self.name)
                 self.parents["unified"] = rel
@@ -177,7 +182,7 @@ class RealTree:
 
     def driver(self) -> V1Driver | V2Driver:
         if self.version == 1:
-            return V1Driver(V1_ROOT, self.convention, parent=dict(self.parents))
+            return V1Driver(self.v1_root, self.convention, parent=dict(self.parents))
         return V2Driver(V2_ROOT, self.convention, parent=dict(self.parents))
 
     def _mkdir(self, path: str, ctl: str) -> None:
@@ -192,7 +197,7 @@ class RealTree:
 
     def _dirs(self, rel: str) -> list[tuple[str, str]]:
         if self.version == 1:
-            return [(ctl, os.path.join(V1_ROOT, ctl, self.parents[ctl], rel)) for ctl in V1_CONTROLLERS]
+            return [(ctl, os.path.join(self.v1_root, ctl, self.parents[ctl], rel)) for ctl in self.controllers]
         return [("unified", os.path.join(V2_ROOT, self.parents["unified"], rel))]
 
     def add_pod(self, pod: Pod, start: bool = True) -> list[int]:
@@ -242,7 +247,7 @@ def leftovers(names: Iterable[str]) -> list[str]:
     """Test sub-trees still present (should be none after close)."""
     out = []
     for name in names:
-        for ctl in V1_CONTROLLERS:
+        for ctl in SWEPT:
             p = os.path.join(V1_ROOT, ctl, own_cgroup(ctl), name)
             if os.path.exists(p):
                 out.append(p)

@@ -34,7 +34,7 @@ def test_reconcile_enforces_checkpoints_then_is_a_no_op(tmp_path, two_socket):
     first = agent.reconcile_once()
     assert first.error is None and first.report.changes and first.checkpoint_written
     assert first.restored.source == "empty"
-    assert list(first.timings) == ["pods", "reclaim", "restore", "policy", "enforce", "checkpoint", "eviction"]
+    assert list(first.timings) == ["pods", "reclaim", "restore", "policy", "enforce", "isolate", "checkpoint", "eviction"]
     second = agent.reconcile_once()
     assert second.report.changes == [] and not second.checkpoint_written and second.evictions == []
     assert second.allocation == first.allocation

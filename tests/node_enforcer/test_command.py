@@ -47,16 +47,19 @@ def test_once_dry_run_prints_the_plan_and_writes_nothing(cg, tmp_path, capsys):
     assert rows["ml/ml-train-0"][2] == "share" and "other-node-pod" not in out
     assert "refused ml/ml-train-0: numa_binding needs 6 free core(s) on one NUMA node" in out
     assert "malformed annotation on shop/cart-5c6b" in out
-    assert "would write 42 value(s):" in out
+    # 42 per-pod values plus the reclaimed root (kubepods/besteffort holds only batch pods): memory.max
+    # at the plan's 16 GiB and memory.high at 95% of it
+    assert "would write 44 value(s):" in out
+    assert f"kubepods/besteffort/memory.high: max -> {int(16 * 2**30 * 0.95) // 4096 * 4096}" in out
     assert "besteffort/pod0a000000-0000-4000-8000-000000000006/cpu.max: max 100000 -> 200000 100000" in out
     doc = json.loads((tmp_path / "plan.json").read_text())
-    assert doc["dry_run"] and len(doc["changes"]) == 42 and doc["allocation"]["pools"]["reclaim"] == "7,23"
+    assert doc["dry_run"] and len(doc["changes"]) == 44 and doc["allocation"]["pools"]["reclaim"] == "7,23"
     assert doc["allocation"]["refused"][0]["pod"] == "ml/ml-train-0"
 
 
 def test_once_applies_then_a_rerun_writes_nothing(cg, tmp_path, capsys):
     assert main(_args(cg, tmp_path)) == 0
-    assert "wrote 42 value(s):" in capsys.readouterr().out
+    assert "wrote 44 value(s):" in capsys.readouterr().out
     pod = cg / "kubepods/besteffort/pod0a000000-0000-4000-8000-000000000007"
     assert (pod / "cpuset.cpus").read_text() == "7,23" and (pod / "c0ffee07/cpuset.cpus").read_text() == "7,23"
     assert (pod / "memory.max").read_text() == str(16 * 2**30)
