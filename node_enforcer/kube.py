@@ -1,5 +1,6 @@
 """The node agent's own thin wrapper over the official `kubernetes` client: list this node's pods,
-read its own Node's annotations (the reclaim plan) and evict a pod through the Eviction API. Nothing else in `node_enforcer` touches the client, and
+read its own Node's annotations (the reclaim plan), evict a pod through the Eviction API, and
+read/create its Katalyst CustomNodeResource and patch its status (the topology report). Nothing else in `node_enforcer` touches the client, and
 `kubernetes` is imported only when a `KubeApi` is made (the agent with `--pods-from file` never
 loads it). Errors map to the small tree of `contracts.kube_errors`: NotFound, Conflict, TooManyRequests (a
 PodDisruptionBudget refused the eviction), Forbidden.
@@ -15,12 +16,13 @@ import logging
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from contracts.informer import Gone, Informer
-from contracts.kube_errors import KubeError, error_for_status
+from contracts.kube_errors import KubeError, NotFound, error_for_status
 from node_enforcer.collect.pods import pods_from_objects
 from node_enforcer.model.pod import Pod
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+CNR_GROUP, CNR_VERSION, CNR_PLURAL = "node.katalyst.kubewharf.io", "v1alpha1", "customnoderesources"
 WATCH_SECONDS = 300  # the server ends each watch after 5 min; the informer resumes from where it was
 
 
@@ -69,6 +71,7 @@ class KubeApi:
                 config.load_kube_config(config_file=kubeconfig)
             api_client = client.ApiClient()
         self._core = client.CoreV1Api(api_client)
+        self._custom = client.CustomObjectsApi(api_client)
         self.watch_seconds = WATCH_SECONDS
 
     def list_node_pods(self, node: str) -> list[Pod]:
@@ -156,3 +159,33 @@ class KubeApi:
                                                       dry_run="All" if dry_run else None, _request_timeout=10)
         except Exception as exc:
             raise _mapped(exc, f"evict {namespace}/{name}") from exc
+
+    def get_cnr(self, name: str) -> dict[str, Any] | None:
+        """This node's CustomNodeResource (RBAC: `get customnoderesources`), None when there is none."""
+        try:
+            resp = self._custom.get_cluster_custom_object(CNR_GROUP, CNR_VERSION, CNR_PLURAL, name,
+                                                          _preload_content=False, _request_timeout=10)
+            return dict(json.loads(resp.data))  # raw urllib3 response
+        except Exception as exc:
+            err = _mapped(exc, f"get customnoderesource {name}")
+            if isinstance(err, NotFound):
+                return None
+            raise err from exc
+
+    def create_cnr(self, name: str) -> None:
+        """An empty CustomNodeResource for this node (RBAC: `create customnoderesources`)."""
+        body = {"apiVersion": f"{CNR_GROUP}/{CNR_VERSION}", "kind": "CustomNodeResource",
+                "metadata": {"name": name}, "spec": {}}
+        try:
+            self._custom.create_cluster_custom_object(CNR_GROUP, CNR_VERSION, CNR_PLURAL, body, _request_timeout=10)
+        except Exception as exc:
+            raise _mapped(exc, f"create customnoderesource {name}") from exc
+
+    def patch_cnr_status(self, name: str, status: dict[str, Any]) -> None:
+        """A merge patch of `status` (RBAC: `patch customnoderesources/status`); lists such as
+        topologyZone are replaced whole."""
+        try:
+            self._custom.patch_cluster_custom_object_status(CNR_GROUP, CNR_VERSION, CNR_PLURAL, name,
+                                                            {"status": status}, _request_timeout=10)
+        except Exception as exc:
+            raise _mapped(exc, f"patch customnoderesource {name} status") from exc

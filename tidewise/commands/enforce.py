@@ -57,7 +57,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-watch", action="store_true",
                    help="with the API: list the pods and get the Node every pass instead of listing once and "
                         "then watching (the default when looping; --once always lists)")
+    _register_isolation(p)
     p.set_defaults(func=run)
+
+
+def _register_isolation(p: argparse.ArgumentParser) -> None:
+    """Disk I/O, network, reclaimed-root memory and topology-report flags (settings `io:`, `network:`)."""
+    g = p.add_argument_group("batch isolation (reclaimed_cores pods) and the topology report")
+    g.add_argument("--io-limits", action="store_true", default=None,
+                   help="limit reclaimed pods' disk I/O (io.max / blkio.throttle.*), harder under online I/O PSI")
+    for key, what in (("read-bps", "bytes/s, e.g. 50Mi"), ("write-bps", "bytes/s"), ("read-iops", "IOPS"),
+                      ("write-iops", "IOPS")):
+        g.add_argument(f"--io-{key}", metavar="N", help=f"static per-pod, per-device limit ({what})")
+    g.add_argument("--io-device", action="append", metavar="NAME",
+                   help="also limit this /sys/block device even if virtual (repeatable; default: physical disks)")
+    g.add_argument("--io-psi-path", metavar="FILE", help="online I/O pressure (default <proc-root>/pressure/io)")
+    g.add_argument("--net-device", metavar="DEV", help="shape egress on this uplink (HTB): caps reclaimed pods")
+    g.add_argument("--net-link-rate", metavar="RATE", help="the uplink's speed, e.g. 10Gbit (default 10Gbit)")
+    g.add_argument("--net-reclaimed-rate", metavar="RATE", help="reclaimed pods' egress cap, e.g. 1Gbit")
+    g.add_argument("--net-classifier", choices=["priority", "classid"],
+                   help="v1 net_prio.ifpriomap (default) or net_cls.classid + a tc cgroup filter")
+    g.add_argument("--no-reclaimed-root-memory", action="store_true",
+                   help="do not cap the QoS cgroup holding only batch pods (memory.max, memory.high)")
+    g.add_argument("--reclaimed-root-high-ratio", type=float, metavar="F",
+                   help="memory.high of the reclaimed root as a fraction of its cap (default 0.95, Katalyst's)")
+    g.add_argument("--report-topology", action="store_true", default=None,
+                   help="publish sockets/NUMA nodes on this node's Katalyst CustomNodeResource (status.topologyZone)")
 
 
 def _fmt_bytes(v: int | None) -> str:
@@ -97,22 +122,64 @@ def render(node: str, topo_summary: str, res: "ReconcileResult", dry_run: bool) 
         lines.append(f"error: {e}")
     for ev in res.evictions:
         lines.append(f"{'dry-run ' if ev.dry_run else ''}evict {ev.pod}: {ev.reason} -> {ev.result}")
+    lines += _render_isolation(res)
     return "\n".join(lines)
 
 
-def read_settings(section: dict[str, Any] | None, evict: bool | None = None, **flags: Any) -> "EnforcerSettings":
-    """The `enforcer:` section with the flags over it (None = not given). The policy's and the
-    eviction's settings are nested sub-sections; older files put their keys flat (still read)."""
+def _render_isolation(res: "ReconcileResult") -> list[str]:
+    lines = [] if res.isolation is None else res.isolation.summary()
+    if res.topology_report is not None:
+        lines.append(f"topology report (CustomNodeResource): {res.topology_report}")
+    return lines
+
+
+def read_settings(section: dict[str, Any] | None, evict: bool | None = None, io: dict[str, Any] | None = None,
+                  network: dict[str, Any] | None = None, **flags: Any) -> "EnforcerSettings":
+    """The `enforcer:` section with the flags over it (None = not given). The policy's, the
+    eviction's, the I/O's and the network's settings are nested sub-sections (`io`/`network` hold
+    their flags); older files put the policy's and eviction's keys flat (still read)."""
+    from contracts.errors import InputError
     from node_enforcer.policy.allocation import PolicySettings
     from node_enforcer.policy.eviction import EvictionSettings
+    from node_enforcer.policy.io import IoSettings
+    from node_enforcer.policy.network import NetworkSettings
     from node_enforcer.settings import EnforcerSettings, nest_section
     from tidewise.config import settings_from
 
     nested = nest_section(section, evict=evict)
+    for name in ("io", "network"):
+        if nested.get(name) is not None and not isinstance(nested[name], dict):
+            raise InputError(f"config section 'enforcer': {name} must be a mapping of keys, not "
+                             f"{type(nested[name]).__name__}")
+    io_s = settings_from(IoSettings, nested.get("io"), "enforcer.io", **(io or {}))
+    io_s = dataclasses.replace(io_s, devices=tuple(io_s.devices or ()), exclude_devices=tuple(io_s.exclude_devices or ()))
+    net_s = settings_from(NetworkSettings, nested.get("network"), "enforcer.network", **(network or {}))
+    io_s.check()
+    net_s.check()
     return settings_from(
-        EnforcerSettings, {k: v for k, v in nested.items() if k not in ("policy", "eviction")}, "enforcer",
-        policy=settings_from(PolicySettings, nested.get("policy"), "enforcer.policy"),
-        eviction=settings_from(EvictionSettings, nested.get("eviction"), "enforcer.eviction"), **flags)
+        EnforcerSettings, {k: v for k, v in nested.items() if k not in ("policy", "eviction", "io", "network")},
+        "enforcer", policy=settings_from(PolicySettings, nested.get("policy"), "enforcer.policy"),
+        eviction=settings_from(EvictionSettings, nested.get("eviction"), "enforcer.eviction"), io=io_s,
+        network=net_s, **flags)
+
+
+def _quantity(flag: str, value: str | None, rate: bool) -> int | None:
+    """A --io-*/--net-*-rate value: bytes (50Mi) or IOPS, or bit/s (1Gbit, 500Mbit, or a plain integer)."""
+    from contracts.errors import InputError
+    from contracts.quantity import parse_memory_bytes
+    from node_enforcer.enforce.tc import parse_rate
+
+    if value is None:
+        return None
+    try:
+        n = int(value) if value.isdigit() else parse_rate(value) if rate else (
+            parse_memory_bytes(value) if flag.endswith("bps") else int(value))
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise InputError(f"--{flag} {value!r}: give a positive " + ("rate like 1Gbit or 500Mbit" if rate else
+                         "quantity like 50Mi" if flag.endswith("bps") else "integer"))
+    return n
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
     list_pods = _pod_lister(s, node, kube, watch)
     _check_reclaim_plan(s, node, plan_from, args.once)
     writer, reclaim, evictor = _enforcement(s, node, plan_from, kube, watch)
-    agent = Agent(s, topo, list_pods, driver, writer, reclaim, evictor)
+    agent = Agent(s, topo, list_pods, driver, writer, reclaim, evictor, **_isolation(s, node, kube))
     if not args.once:
         print(f"tidewise enforce: node {node}, {topo.summary()}, cgroup v{driver.version} ({s.cgroup_driver}) "
               f"at {s.cgroup_root}, every {s.interval_seconds:g} s{' (dry-run)' if s.dry_run else ''}",
@@ -150,6 +217,18 @@ def _settings(args: argparse.Namespace) -> "EnforcerSettings":
         proc_root=args.proc_root, checkpoint=args.checkpoint, reclaim_plan=args.reclaim_plan,
         reclaim_plan_from=args.reclaim_plan_from, interval_seconds=args.interval, dry_run=args.dry_run,
         eviction_enabled=False if args.no_eviction else None,
+        reclaimed_root_memory=False if args.no_reclaimed_root_memory else None,
+        reclaimed_root_memory_high_ratio=args.reclaimed_root_high_ratio, report_topology=args.report_topology,
+        io={k: v for k, v in {
+            "enabled": args.io_limits, "devices": tuple(args.io_device) if args.io_device else None,
+            "psi_path": args.io_psi_path, **{k.replace("-", "_"): _quantity(f"io-{k}", getattr(args, f"io_{k.replace('-', '_')}"), False)
+                                            for k in ("read-bps", "write-bps", "read-iops", "write-iops")}}.items()
+            if v is not None},
+        network={k: v for k, v in {
+            "enabled": True if args.net_device else None, "device": args.net_device,
+            "link_bit_rate": _quantity("net-link-rate", args.net_link_rate, True),
+            "reclaimed_bit_rate": _quantity("net-reclaimed-rate", args.net_reclaimed_rate, True),
+            "classifier": args.net_classifier}.items() if v is not None},
     )
 
 
@@ -203,7 +282,8 @@ def _driver(s: "EnforcerSettings") -> "CgroupDriver":
 
 def _kube_api(s: "EnforcerSettings", plan_from: str, kubeconfig: str | None) -> "KubeApi | None":
     """The Kubernetes API client, only when the pods, the plan or evictions need it."""
-    if not (s.pods_from == "api" or plan_from == "api" or (s.eviction_enabled and s.pods_from != "file")):
+    if not (s.pods_from == "api" or plan_from == "api" or s.report_topology
+            or (s.eviction_enabled and s.pods_from != "file")):
         return None
     from kubernetes.config import ConfigException
 
@@ -216,10 +296,30 @@ def _kube_api(s: "EnforcerSettings", plan_from: str, kubeconfig: str | None) -> 
         return KubeApi(kubeconfig=kubeconfig)
     except ConfigException as exc:
         needs = "pods_from api" if s.pods_from == "api" else (
-            "the reclaim plan from the API" if plan_from == "api" else "eviction")
+            "the reclaim plan from the API" if plan_from == "api" else
+            "--report-topology" if s.report_topology else "eviction")
         raise InputError(f"{needs} needs the Kubernetes API, but there are no credentials ({exc}): run in a pod "
                          "with a service account, or give --kubeconfig FILE (or $KUBECONFIG)"
                          + ("; --no-eviction needs none" if needs == "eviction" else "")) from None
+
+
+def _isolation(s: "EnforcerSettings", node: str, kube: "KubeApi | None") -> dict[str, Any]:
+    """The agent's block devices (missing ones warned about), tc runner and CNR publisher."""
+    from node_enforcer.collect.devices import read_block_devices
+    from node_enforcer.enforce.cnr import CnrPublisher
+    from node_enforcer.enforce.tc import Tc
+
+    out: dict[str, Any] = {}
+    if s.io.enabled:
+        devices, problems = read_block_devices(s.sysfs_root, s.io.devices, s.io.exclude_devices)
+        for problem in problems + ([] if devices else [f"no block device to limit under {s.sysfs_root}/block"]):
+            print(f"warning: {problem}", file=sys.stderr)
+        out["devices"] = devices
+    if s.network.enabled:
+        out["tc"] = Tc(dry_run=s.dry_run)
+    if s.report_topology and kube is not None:
+        out["cnr"] = CnrPublisher(kube, node, dry_run=s.dry_run)
+    return out
 
 
 def _pod_lister(s: "EnforcerSettings", node: str, kube: "KubeApi | None", watch: bool = False) -> Callable[[], Any]:
@@ -292,4 +392,6 @@ def _plan_doc(res: "ReconcileResult", node: str, topo_summary: str, cgroup_versi
             "changes": [{"path": c.path, "old": c.old, "new": c.new} for c in report.changes],
             "missing": report.missing, "unsupported": report.unsupported, "errors": report.errors,
             "evictions": [ev.__dict__ for ev in res.evictions],
+            "isolation": None if res.isolation is None else res.isolation.to_dict(),
+            "topology_report": res.topology_report,
             "timings_ms": {k: round(v * 1000, 3) for k, v in res.timings.items()}}
