@@ -165,7 +165,7 @@ class KubeApi:
         try:
             resp = self._custom.get_cluster_custom_object(CNR_GROUP, CNR_VERSION, CNR_PLURAL, name,
                                                           _preload_content=False, _request_timeout=10)
-            return dict(json.loads(resp.data))  # raw urllib3 response
+            return dict(json.loads(resp.data))  # type: ignore[attr-defined]  # raw urllib3 response
         except Exception as exc:
             err = _mapped(exc, f"get customnoderesource {name}")
             if isinstance(err, NotFound):

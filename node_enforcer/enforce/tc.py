@@ -13,7 +13,7 @@ import json
 import logging
 import re
 import subprocess
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from node_enforcer.enforce.files import Change
 from node_enforcer.policy.network import HANDLE, NetPlan
@@ -81,12 +81,12 @@ class Tc:
 
     def ensure(self, plan: NetPlan) -> tuple[list[Change], list[str]]:
         """(changes made or, in dry-run, to make; problems such as a missing device)."""
-        dev, changes = plan.device, []
+        dev, changes = plan.device, list[Change]()
         try:
             qdiscs = json.loads(self.run(self.tc + ["-j", "qdisc", "show", "dev", dev]) or "[]")
         except TcError as exc:
             return [], [f"network device {dev}: {exc}; egress not shaped"]
-        root = next((q for q in qdiscs if q.get("root")), {})
+        root: dict[str, Any] = next((q for q in qdiscs if q.get("root")), {})
         default = f"0x{plan.default_minor:x}"
         replaced = not (root.get("kind") == "htb" and root.get("handle") == f"{HANDLE}:"
                         and (root.get("options") or {}).get("default") == default)

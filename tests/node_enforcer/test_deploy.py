@@ -35,7 +35,9 @@ def test_least_privilege():
     docs = {d["kind"]: d for d in _docs()}
     rules = sorted((tuple(r["apiGroups"]), tuple(r["resources"]), tuple(r["verbs"])) for r in docs["ClusterRole"]["rules"])
     assert rules == [(("",), ("nodes",), ("get",)), (("",), ("pods",), ("list",)),
-                     (("",), ("pods/eviction",), ("create",))]
+                     (("",), ("pods/eviction",), ("create",)),
+                     (("node.katalyst.kubewharf.io",), ("customnoderesources",), ("get", "create")),
+                     (("node.katalyst.kubewharf.io",), ("customnoderesources/status",), ("patch",))]
     binding = docs["ClusterRoleBinding"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "tidewise-enforcer", "namespace": "tidewise"}]
     pod = docs["DaemonSet"]["spec"]["template"]["spec"]
@@ -55,3 +57,4 @@ def test_daemonset_args_parse_with_the_real_command():
     assert args.command == "enforce" and args.node == "node-1" and args.pods_from == "api"
     assert args.cgroup_root == "/host/sys/fs/cgroup" and not args.dry_run and not args.once
     assert args.reclaim_plan_from == "api" and args.reclaim_plan is None  # the plan comes from its Node
+    assert args.report_topology and args.io_limits and args.net_device is None  # shaping needs NET_ADMIN: opt-in
