@@ -48,6 +48,30 @@ class VpaSettings:
     min_memory_bytes: int = 250 * MIB  # stock VPA pod minimum (250Mi), per container here
     min_change: float = 0.05  # a recommendation is rewritten only when some target moves by 5% or more
     write_resource_recommend: bool = False  # also write Katalyst ResourceRecommend status (when the CRD is used)
+    # Choice by cost (issue 12 item 2, autoscaler/logic/choice_by_cost.py; opt-in: `tidewise replay
+    # --choose-by-cost`, serve `vpa: choose_by_cost: true`): per workload resource, the forecast at a few
+    # quantile/margin points, the stock VPA rule and a flat percentile compete; once a UTC day the
+    # cheapest on the last cost_window serves. cost = slack + violation_weight x violation rate +
+    # change_weight x changes (> 10%) per day
+    choose_by_cost: bool = False
+    cost_window: str = "2d"  # the recent past each candidate is scored on: two daily tides
+    cost_min_past: str = "1d"  # with less recorded past (a fresh serve process) the forecast serves
+    # a violation rate above this (share of 5-minute steps with usage over the request) rules a
+    # candidate out: 0.1 is twice the stock VPA's own rate on the dev suite (0.053)
+    violation_budget: float = 0.1
+    # slack units one unit of violation rate costs: 2.5 is the slope of the stock VPA's trade-off curve
+    # at its own operating point (dev suite: p90 x1.15 -> x1.2 buys 0.007 violation for 0.018 slack),
+    # so at this price the stock settings are the cheapest point of their own curve
+    violation_weight: float = 2.5
+    # slack units one request change a day costs (each is a restart or resize): 10 changes a day weigh
+    # as much as 10% slack
+    change_weight: float = 0.01
+    # more forecast points to compete, as (quantile, margin), besides the one above. None by default: on
+    # the dev replay 16 more points chose worse than 3 candidates (0.994 vs 0.990 slack ratio at 2.9 vs 2.0
+    # changes a day; with change_weight 0, 0.947 vs 0.948 at 9.3 vs 7.3): each extra candidate is one more
+    # chance that two days' luck, not skill, wins
+    cost_forecast_points: tuple[tuple[float, float], ...] = ()
+    cost_flat_quantile: float = 0.95  # the flat candidate: this percentile of the last 7 days
 
 
 @dataclass
@@ -124,6 +148,14 @@ class LoopSettings:
     # None: no limit (`--once` runs and small clusters). ~2000 keeps a 2-core run near 5 s.
     forecast_budget: int | None = None
     backoff_max: str = "10m"  # after source failures the interval doubles up to this
+    # Decisions read the registry's decision-time models (issue 12; `tidewise train` fits them) when the
+    # version holds them and they are fresh, else the day-ahead forecast. HPA on (the demand a start-up
+    # time ahead): dev replay over-target 0.49x the reactive HPA's at equal replicas, 1.23x replicas
+    # (day-ahead: 0.62 at 1.31x). VPA opt-in (the peak of the next hour): slack ratio 0.92 vs 0.92
+    # but 12.6 changes a day vs 10.6 (issue12-results.md, H12c)
+    decision_time_hpa: bool = True
+    decision_time_vpa: bool = False
+    decision_max_age: str = "2d"  # a decision-time model trained on data older than this is not used
     write_concurrency: int = 8  # writes in flight at once (API round trips, files); 1 writes in order
     apply: bool = False  # dry-run by default; True writes to the cluster
     lease_name: str = "tidewise-serve"

@@ -26,6 +26,7 @@ from predictor.models.gbm import GlobalGBM
 from predictor.registry import RegistryError, RegistryVersion, load_version, write_version
 from predictor.selection import DECISION_QUANTILE, decision_index
 from predictor.timestamps import epoch_ns
+from training.decision_time import DecisionTimeSettings, fit_decision_models
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ class TrainSettings:
     global_params: dict = field(default_factory=dict)  # GlobalGBM keyword arguments (defaults: gbm.py)
     serving_history: pd.Timedelta = SERVING_HISTORY  # models needing more history are never chosen
     key: bytes | None = None  # HMAC key: sign the version's manifest (predictor.registry)
+    # the fleet's decision-time models (training/decision_time.py); `enabled=False`: day-ahead only
+    decision_time: DecisionTimeSettings = field(default_factory=DecisionTimeSettings)
 
 
 @dataclass
@@ -68,6 +71,7 @@ class TrainResult:
     models: dict[str, int] = field(default_factory=dict)
     global_refit: bool = False
     failed: dict[str, str] = field(default_factory=dict)
+    decision_time: dict[str, Any] = field(default_factory=dict)  # kind -> the decision-time model's backtest
 
 
 def fingerprint(y: pd.Series, start: pd.Timestamp | None = None, end: pd.Timestamp | None = None) -> str:
@@ -244,9 +248,10 @@ def train(
             entries[key] = dict(prev.series[key])
             entries[key]["carried_from"] = prev.version
     start = min(y.index[0] for y in history.series.values())
+    decision_models, decision_summary = _decision_time(history, settings, entries, gm_backtest)
     training = {"refitted": len(refit), "carried": len(carry), "global_refit": global_refit, "folds": settings.folds,
                 "previous": prev.version if prev else None, "decision_quantile": DECISION_QUANTILE,
-                "global_model": _global_summary(gm_final)}
+                "global_model": _global_summary(gm_final), "decision_time": decision_summary}
     version = write_version(
         registry_dir,
         quantiles=tuple(settings.quantiles),
@@ -257,15 +262,30 @@ def train(
         profiles=_profiles(history) if profiles is None else profiles,
         recent=recent_frame(history, settings.serving_history),
         key=settings.key,
+        decision_models=decision_models,
         extra={"recent_step_seconds": int(max(step, RECENT_STEP).total_seconds()),
                "serving_history_seconds": int(settings.serving_history.total_seconds()),
                "history_needed_seconds": max((int(e.get("history_needed_seconds") or 0) for e in entries.values()), default=0),
                "training": training},
     )
+    return TrainResult(version, os.path.abspath(registry_dir), refit, carry, why, _model_counts(entries),
+                       global_refit, failed, decision_summary)
+
+
+def _model_counts(entries: dict[str, dict[str, Any]]) -> dict[str, int]:
     models: dict[str, int] = {}
     for e in entries.values():
         models[e["model"]] = models.get(e["model"], 0) + 1
-    return TrainResult(version, os.path.abspath(registry_dir), refit, carry, why, dict(sorted(models.items())), global_refit, failed)
+    return dict(sorted(models.items()))
+
+
+def _decision_time(history: History, settings: TrainSettings, entries: dict[str, dict[str, Any]],
+                   gm_backtest: GlobalGBM | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The fleet's decision-time models and their backtests (none when switched off)."""
+    if not settings.decision_time.enabled:
+        return {}, {}
+    return fit_decision_models(history, settings.quantiles, settings.folds, settings.decision_time, entries,
+                               gm_backtest)
 
 
 def _previous_version(registry_dir: str, settings: TrainSettings, step: pd.Timedelta) -> RegistryVersion | None:

@@ -13,6 +13,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from autoscaler.logic.choice_by_cost import CostLedger, candidates, choose_by_cost, describe_choice, serve_choice
 from autoscaler.logic.vpa import container_policy, recommend_resource
 from autoscaler.model.cluster import Obj, container_requests
 from contracts.quantity import to_units
@@ -42,6 +43,7 @@ class VpaInputs:
     now: pd.Timestamp
     step: pd.Timedelta
     ooms: Mapping[str, pd.Timestamp] = field(default_factory=dict)  # container -> its pods' last OOM kill
+    ledger: CostLedger | None = None  # candidates' past requests, for settings.choose_by_cost (the loop's)
 
 
 def _memory_at_oom(inp: VpaInputs, container: str, sid: str, since: pd.Timestamp) -> float | None:
@@ -88,8 +90,16 @@ def decide_vpa(inp: VpaInputs, settings: VpaSettings) -> VpaDecision:
             fc = inp.forecasts[sid]
             peak = _memory_peak(inp.history.series[sid], peak_cut) if res == "memory" else None
             oom = _memory_at_oom(inp, cname, sid, peak_cut) if res == "memory" else None
-            rec = recommend_resource(fc, res, inp.replicas, settings, window, safe, policy,
-                                     memory_peak=peak, model_label=f"{fc.model}@{fc.version}", oom_memory=oom)
+            label = f"{fc.model}@{fc.version}"
+            cand, why = None, None
+            if settings.choose_by_cost and inp.ledger is not None:
+                y = inp.history.series[sid]
+                found = candidates(fc, window, y[y.index < inp.now], inp.now, settings, label)
+                cand, why = serve_choice(choose_by_cost(inp.ledger, sid, found, y, inp.now, settings), found)
+            rec = recommend_resource(fc, res, inp.replicas, settings, window, safe, policy, memory_peak=peak,
+                                     model_label=label, oom_memory=oom, raw_total=cand.value if cand else None)
+            if why:
+                describe_choice(rec, cand, why)
             rec.reason.steps.append(apply_path(inp.workload, cname, res))
             resources[res] = rec
         if resources:

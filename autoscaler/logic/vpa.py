@@ -129,13 +129,16 @@ def recommend_resource(
     memory_peak: float | None = None,
     model_label: str | None = None,
     oom_memory: float | None = None,
+    raw_total: float | None = None,
 ) -> ResourceRecommendation:
     """One container resource's recommendation; raises NonFiniteForecast on NaN forecasts.
-    `memory_peak` and `oom_memory` (usage at the last OOM kill) are workload totals, like `fc`."""
+    `memory_peak` and `oom_memory` (usage at the last OOM kill) are workload totals, like `fc`;
+    `raw_total` (workload total) replaces the forecast's window max x margin as the raw target when
+    another recommender was chosen (`choice_by_cost`): floors, bounds and caps apply to it alike."""
     policy = policy or ContainerPolicy()
     replicas = max(1, int(replicas))
     grow = 1.0 + settings.margin
-    raw_target = window_max(fc, settings.quantile, window_steps) * grow / replicas
+    raw_target = (window_max(fc, settings.quantile, window_steps) * grow if raw_total is None else raw_total) / replicas
     raw_lower = window_max(fc, settings.lower_quantile, safe_steps) / replicas
     reason = Reason(model=model_label or fc.model, quantile=settings.quantile, margin=settings.margin,
                     window=settings.window, raw=usage_to_units(resource, max(raw_target, 0.0)))

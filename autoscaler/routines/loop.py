@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from autoscaler.logic.choice_by_cost import CostLedger
 from autoscaler.logic.guardrails import Cooldown, is_stale
 from autoscaler.logic.hpa import Stabilizer
 from autoscaler.model.cluster import ClusterState
@@ -28,6 +29,7 @@ from autoscaler.output.sinks import DRY_RUN, NOT_FOUND, WRITTEN, Sink
 from autoscaler.routines.changes import apply_guardrails, write_all
 from autoscaler.routines.context import (FROZEN, KILLED, OK, ClusterReader, Forecaster, Freeze, RunContext,
                                          RunMetrics, RunReport, StepTiming, parse_duration)
+from autoscaler.routines.decision_time import DecisionTimeServing
 from autoscaler.routines.drift import WriteMemory
 from autoscaler.routines.forecast_cache import ForecastCache, usable_series
 from autoscaler.routines.recommend import Recommender
@@ -74,8 +76,10 @@ class ServingLoop:
         self.stale_after = parse_duration(g.stale_after, what="stale_after")
         self.cooldown = Cooldown(parse_duration(g.cooldown, what="cooldown"))
         self.stabilizers: dict[str, Stabilizer] = {}
+        self.ledger = CostLedger()  # VPA candidates' past requests (vpa.choose_by_cost), kept between runs
         self.memory = WriteMemory()
         self.forecast_cache = ForecastCache()  # see LoopSettings.forecast_refresh
+        self.decision_time = DecisionTimeServing()  # per-series calibration of decision-time forecasts
         self.failures = 0
         self.last_report: RunReport | None = None
         self.last_good: RunReport | None = None
@@ -257,8 +261,12 @@ class ServingLoop:
         return f"{len(ctx.forecasts)} of {len(keep)} series forecast, {len(todo)} refreshed ({len(rep.skipped)} skipped)"
 
     def _step_recommend(self, rep: RunReport, ctx: RunContext) -> str:
+        s = self.settings
+        vpa_view, hpa_view = self.decision_time.views(
+            self.registry, s.loop, s.hpa.startup, s.hpa.look_ahead,
+            ctx.forecasts, ctx.history, ctx.origin, self.step)
         return Recommender(self.settings, self.memory, self.forecast_cache.entries, self.stabilizers,
-                           self.step).run(rep, ctx)
+                           self.step, self.ledger, vpa_forecasts=vpa_view, hpa_forecasts=hpa_view).run(rep, ctx)
 
     def _step_guardrails(self, rep: RunReport, ctx: RunContext) -> str:
         return apply_guardrails(rep, ctx.state, ctx.now, self.memory, self.cooldown, self.settings, ctx.before)

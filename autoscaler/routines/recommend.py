@@ -5,11 +5,12 @@ decided. One object that cannot be decided is logged and skipped, never the run.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import pandas as pd
 
+from autoscaler.logic.choice_by_cost import CostLedger
 from autoscaler.logic.decide_hpa import HpaInputs, decide_hpa
 from autoscaler.logic.decide_node import Demand, NodeInputs, decide_node, workload_pod_demand
 from autoscaler.logic.decide_vpa import VpaInputs, decide_vpa, steps_in
@@ -37,6 +38,10 @@ class Recommender:
     made: Mapping[str, Forecast]  # the forecast cache: series -> forecast as it was made
     stabilizers: dict[str, Stabilizer]
     step: pd.Timedelta  # the loop's forecast step
+    ledger: CostLedger = field(default_factory=CostLedger)  # VPA candidates' requests (choose_by_cost)
+    # what VPA / HPA decisions read (routines/decision_time.py); None: this run's day-ahead forecasts
+    vpa_forecasts: Mapping[str, Forecast] | None = None
+    hpa_forecasts: Mapping[str, Forecast] | None = None
 
     def run(self, rep: RunReport, ctx: RunContext) -> str:
         for vpa in ctx.state.vpas:
@@ -75,8 +80,9 @@ class Recommender:
             raise LookupError(f"no history for {vpa.namespace}/{kind}/{target}")
         replicas = ctx.state.replicas(vpa.namespace, kind or "", target or "")
         ooms = last_oom_kills(ctx.state.pods_of(vpa.namespace, kind or "", target or ""))
-        d = decide_vpa(VpaInputs(vpa, wl, replicas, series, ctx.forecasts, ctx.history, ctx.now,
-                                 self.step, ooms), s)
+        forecasts = ctx.forecasts if self.vpa_forecasts is None else self.vpa_forecasts
+        d = decide_vpa(VpaInputs(vpa, wl, replicas, series, forecasts, ctx.history, ctx.now,
+                                 self.step, ooms, self.ledger), s)
         g = self.settings.guardrails
         published_now = self.memory.vpa_written.get(vpa.key) or vpa.published()
         return limit_vpa_decision(d, published_now, vpa.obj, g.max_decrease_ratio, g.max_increase_ratio)
@@ -88,8 +94,11 @@ class Recommender:
             raise LookupError(f"scaleTargetRef {kind}/{target} not found in namespace {hpa.namespace}")
         stab = self.stabilizers.setdefault(f"{hpa.namespace}/{hpa.name}",
                                            Stabilizer(parse_duration(self.settings.hpa.stabilization)))
+        # decision-time forecasts are made at this origin: they serve as the forecast "as made" too
+        forecasts, made = (ctx.forecasts, self.made) if self.hpa_forecasts is None else \
+            (self.hpa_forecasts, self.hpa_forecasts)
         out = decide_hpa(HpaInputs(hpa, pod_template_requests(wl), ctx.index.get((hpa.namespace, kind, target)),
-                                   ctx.forecasts, self.made, ctx.history, ctx.origin, ctx.now,
+                                   forecasts, made, ctx.history, ctx.origin, ctx.now,
                                    self.step),
                          self.settings.hpa, stab)
         d = out.decision

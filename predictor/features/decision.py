@@ -64,7 +64,7 @@ def decision_features(y: pd.Series, step: pd.Timedelta, span: int) -> tuple[np.n
         z(past), z(past.rolling(RECENT, min_periods=1).mean()), z(past.rolling(RECENT, min_periods=1).max()),
         z(past.rolling(HOUR, min_periods=1).mean()), z(hour_max),
         z(day_next), z(y.shift(per_day)), z(week_next), z(y.shift(per_week)), np.asarray(ratio, dtype=float),
-        np.sin(2 * np.pi * tod), np.cos(2 * np.pi * tod), idx.dayofweek.to_numpy(dtype=float),
+        np.sin(2 * np.pi * tod), np.cos(2 * np.pi * tod), idx.day_of_week.to_numpy(dtype=float),
         np.log(scale / (np.abs(np.nan_to_num(level)) + scale)),
     ]
     return np.column_stack(cols), level, scale

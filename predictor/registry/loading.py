@@ -19,8 +19,10 @@ import pandas as pd
 from predictor.history import History, history_from_frame
 from predictor.models.choice import Choice, known_model
 from predictor.models.gbm import GlobalGBM
-from predictor.registry.manifest import (GLOBAL_ARRAYS, GLOBAL_META, LATEST, MANIFEST, PROFILES_FILE, RECENT_FILE,
-                                         SERIES_FILE, RegistryError, Seal, check_sealed, verify_sealed)
+from predictor.models.decision_time import DecisionTimeGBM
+from predictor.registry.manifest import (DECISION_KINDS, DECISION_PREFIX, GLOBAL_ARRAYS, GLOBAL_META, LATEST,
+                                         MANIFEST, PROFILES_FILE, RECENT_FILE, SERIES_FILE, RegistryError, Seal,
+                                         check_sealed, verify_sealed)
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,8 @@ class RegistryVersion:
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
     choices: dict[str, Choice] = field(default_factory=dict)  # series -> its stored choice, checked on load
     seal: Seal | None = None  # the folder as verified; None: built in memory, nothing to re-check
+    decision_models: dict[str, DecisionTimeGBM] = field(default_factory=dict)  # "vpa"/"hpa" -> decision-time model
+    decision_errors: dict[str, str] = field(default_factory=dict)  # kind -> why its model did not load
 
     @property
     def quantiles(self) -> tuple[float, ...]:
@@ -86,6 +90,7 @@ def load_version(registry_dir: str, version: str | None = None, key: bytes | Non
         reg = RegistryVersion(path, manifest.get("version", os.path.basename(path)), manifest, series, gm, profiles,
                               seal=seal)
         reg.choices = {k: _choice_of(k, e, reg) for k, e in series.items()}
+        reg.decision_models, reg.decision_errors = _load_decision_models(path, arts)
         return reg
     except RegistryError:
         raise
@@ -128,6 +133,29 @@ def _load_global(path: str, manifest: dict[str, Any]) -> GlobalGBM:
     if missing:
         raise ValueError(f"the global model lacks the quantile(s) {missing} of the manifest")
     return gm
+
+
+def _load_decision_models(path: str, arts: dict[str, Any]) -> tuple[dict[str, DecisionTimeGBM], dict[str, str]]:
+    """(kind -> the decision-time model a version holds, kind -> why one did not load). A model that
+    does not load (an incompatible format, the lightgbm backend without lightgbm) leaves the
+    version usable: its decisions fall back to the day-ahead forecast and say why."""
+    out: dict[str, DecisionTimeGBM] = {}
+    errors: dict[str, str] = {}
+    for kind in DECISION_KINDS:
+        base = DECISION_PREFIX + kind
+        have = [ext for ext in (".json", ".npz") if base + ext in arts]
+        if not have:
+            continue
+        try:
+            if len(have) == 1:
+                raise ValueError(f"{base}{have[0]} is listed without its pair")
+            with np.load(os.path.join(path, base + ".npz"), allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+            out[kind] = DecisionTimeGBM.from_arrays(_read_json(path, base + ".json"), arrays)
+        except Exception as exc:  # noqa: BLE001 - verified bytes that do not parse: no model, said why
+            errors[kind] = f"{type(exc).__name__}: {exc}"
+            log.error("registry version %s: decision-time model %s not loaded (%s)", path, kind, errors[kind])
+    return out, errors
 
 
 def load_last_good(registry_dir: str, on_refused: Callable[[str, RegistryError], None] | None = None,

@@ -28,6 +28,9 @@ PROFILES_FILE = "profiles.json"
 GLOBAL_META = "global_gbm.json"
 GLOBAL_ARRAYS = "global_gbm.npz"
 RECENT_FILE = "recent.parquet"  # the last days of history, for the report (not needed to forecast)
+# decision-time models (issue 12): decision_time_<kind>.json + .npz, kind "vpa" or "hpa"
+DECISION_PREFIX = "decision_time_"
+DECISION_KINDS = ("vpa", "hpa")
 LATEST = "latest"  # the symlink to the newest version
 MIN_KEY_BYTES = 16  # an HMAC key shorter than 128 bits is a mistake (an empty or truncated Secret)
 _CHAIN = (MANIFEST, MANIFEST_DIGEST, SIGNATURE)

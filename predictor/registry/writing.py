@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from predictor.models.gbm import GlobalGBM
-from predictor.registry.manifest import (GLOBAL_ARRAYS, GLOBAL_META, LATEST, MANIFEST, MANIFEST_DIGEST,
+from predictor.registry.manifest import (DECISION_KINDS, DECISION_PREFIX, GLOBAL_ARRAYS, GLOBAL_META, LATEST,
+                                         MANIFEST, MANIFEST_DIGEST,
                                          PROFILES_FILE, RECENT_FILE, SCHEMA_VERSION, SERIES_FILE, SIGNATURE,
                                          RegistryError, key_id, mac, sha256_file)
 
@@ -56,9 +57,11 @@ def write_version(
     version: str | None = None,
     now: dt.datetime | None = None,
     key: bytes | None = None,
+    decision_models: Mapping[str, Any] | None = None,
 ) -> str:
     """Write one version (atomically) and switch `latest` to it; returns the version name.
-    `global_model`: a fitted GlobalGBM (stored as plain arrays); `key`: sign the manifest."""
+    `global_model`: a fitted GlobalGBM (stored as plain arrays); `key`: sign the manifest;
+    `decision_models`: kind ("vpa"/"hpa") -> fitted DecisionTimeGBM (JSON + plain arrays)."""
     os.makedirs(registry_dir, exist_ok=True)
     version = version or new_version_name(now)
     final = os.path.join(registry_dir, version)
@@ -67,6 +70,7 @@ def write_version(
     tmp = tempfile.mkdtemp(prefix=f".{version}.", dir=registry_dir)
     try:
         artifacts = _write_artifacts(tmp, series, profiles, recent, global_model)
+        artifacts.update(_write_decision_models(tmp, decision_models or {}))
         manifest = {
             "schema_version": SCHEMA_VERSION,
             "version": version,
@@ -113,6 +117,22 @@ def _write_artifacts(folder: str, series: Mapping[str, dict[str, Any]], profiles
         put_json(GLOBAL_META, meta)
         np.savez_compressed(os.path.join(folder, GLOBAL_ARRAYS), allow_pickle=False, **arrays)
         artifacts[GLOBAL_ARRAYS] = sha256_file(os.path.join(folder, GLOBAL_ARRAYS))
+    return artifacts
+
+
+def _write_decision_models(folder: str, models: Mapping[str, Any]) -> dict[str, str]:
+    """decision_time_<kind>.json (the model's description) + .npz (its tree arrays); name -> sha256."""
+    artifacts: dict[str, str] = {}
+    for kind, model in sorted(models.items()):
+        if kind not in DECISION_KINDS:
+            raise ValueError(f"decision-time model kind {kind!r}: use one of {DECISION_KINDS}")
+        meta, arrays = model.to_arrays()
+        base = os.path.join(folder, DECISION_PREFIX + kind)
+        with open(base + ".json", "w", encoding="utf-8") as fh:
+            json.dump(meta, fh, separators=(",", ":"), allow_nan=False, default=_json_default)
+        np.savez_compressed(base + ".npz", allow_pickle=False, **arrays)
+        for ext in (".json", ".npz"):
+            artifacts[DECISION_PREFIX + kind + ext] = sha256_file(base + ext)
     return artifacts
 
 

@@ -17,21 +17,33 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from predictor.models.decision_time import AdaptiveConformal, DecisionTimeGBM
-from predictor.features.decision import next_max
+from predictor.decision_forecast import ActualAt, DecisionWalk, actual_from_history, overlay
+from predictor.decision_forecast import hpa_span as decision_hpa_span
+from predictor.models.decision_time import DecisionTimeGBM
 from predictor.types import Forecast
 from studies.replay.decisions import QUANTILES, STEP, DailyChoiceForecaster
 
 log = logging.getLogger(__name__)
 BACKEND = {"gbm": "hgb", "lightgbm": "lightgbm"}  # --decision-model -> DecisionTimeGBM backend
+# --decision-model when not given, per kind (serve's loop.decision_time_hpa / _vpa defaults). Full dev
+# replay (issue12-results.md, H12c): HPA over-target 0.49x the reactive HPA's at equal replicas and
+# 1.23x replicas (day-ahead 0.62 at 1.31x): better on both. VPA slack ratio 0.916 vs 0.925 but 12.6
+# changes a day vs 10.6: worse churn, so day-ahead stays the VPA default (issue 12's rule)
+DEFAULT_MODEL: dict[str, str | None] = {"hpa": "gbm", "vpa": None}
+
+
+def decision_model_for(kind: str, flag: str | None) -> str | None:
+    """The decision-time backend flag a replay runs (None: the day-ahead forecast)."""
+    if flag is None:
+        return DEFAULT_MODEL[kind]
+    return None if flag == "day-ahead" else flag
 TRAIN_DAYS = pd.Timedelta("28D")  # history a daily fit reads per series (4 weekly cycles)
 CONTEXT = pd.Timedelta("9D")  # history one day's predictions read (a week ago + a day of level)
 
 
 def hpa_span(startup: pd.Timedelta, look: pd.Timedelta = pd.Timedelta("5min")) -> int:
-    """Steps of the HPA target: the demand from now through now + startup + look (what
-    `predictive_min_replicas` carries: timeline[lead // step : lead // step + look/step + 1])."""
-    return int(startup // STEP) + max(1, math.ceil(look / STEP)) + 1
+    """Steps of the HPA target at the replay's step (`predictor.decision_forecast.hpa_span`)."""
+    return decision_hpa_span(startup, look, STEP)
 
 
 @dataclass
@@ -58,8 +70,9 @@ class DecisionTimeTrainer:
 
 @dataclass
 class DecisionTimeForecaster:
-    """forecast(y, origin, horizon) -> Forecast of the next `span` steps' peak, calibrated online;
-    `fallback` (the day-ahead forecaster) answers where the decision-time model cannot."""
+    """forecast(y, origin, horizon) -> Forecast of the next `span` steps' peak, calibrated online
+    (`predictor.decision_forecast`: the same walk and overlay as serve); `fallback` (the day-ahead
+    forecaster) answers where the decision-time model cannot."""
 
     key: str
     trainer: DecisionTimeTrainer
@@ -69,14 +82,13 @@ class DecisionTimeForecaster:
     # day's tide, not only the next hour); off for HPA, which reads only the span
     tail_from_fallback: bool = False
     _raw: dict[pd.Timestamp, tuple[np.ndarray, float]] = field(default_factory=dict)
-    _out: dict[pd.Timestamp, np.ndarray] = field(default_factory=dict)
-    _cal: AdaptiveConformal | None = None
-    _done: pd.Timestamp | None = None  # the last origin calibrated
+    _walk: DecisionWalk | None = None
     _days: set[pd.Timestamp] = field(default_factory=set)  # days whose raw predictions are made
-    _actual: pd.Series | None = None  # the target at each origin (read only once observed)
+    _actual: ActualAt | None = None  # the target at each origin (read only once observed)
 
     def _day(self, y: pd.Series, day: pd.Timestamp) -> None:
-        """Raw predictions for every origin of `day` (each from the samples before it)."""
+        """Raw predictions for every origin of `day` (each from the samples before it), by the
+        model fitted for that day."""
         model = self.trainer.model_for(day)
         if model is None:
             return
@@ -90,37 +102,29 @@ class DecisionTimeForecaster:
 
     def calibrated(self, y: pd.Series, origin: pd.Timestamp) -> np.ndarray | None:
         """The calibrated quantiles at `origin`, walking the calibration forward to it."""
-        span = self.trainer.span
-        t = origin if self._done is None else self._done + STEP
-        if self._cal is None:
-            self._cal = AdaptiveConformal(QUANTILES, self.rate)
+        if self._walk is None:
+            self._walk = DecisionWalk(QUANTILES, self.trainer.span, STEP, self.rate)
         if self._actual is None:
-            grid = y.asfreq(STEP)
-            self._actual = pd.Series(next_max(grid, span), index=grid.index)
-        while t <= origin:
+            self._actual = actual_from_history(y, self.trainer.span, STEP)
+
+        def raw_at(t: pd.Timestamp) -> tuple[np.ndarray, float] | None:
             if t.floor("D") not in self._days:
                 self._days.add(t.floor("D"))
                 self._day(y, t.floor("D"))
-            seen = t - span * STEP  # the latest origin whose target window ends before t
-            if seen in self._out:
-                self._cal.update(self._out[seen], float(self._actual.get(seen, np.nan)))
-            if t in self._raw:
-                q, scale = self._raw[t]
-                self._out[t] = self._cal.apply(q, scale)
-            t += STEP
-        self._done = origin
-        return self._out.get(origin)
+            return self._raw.pop(t, None)
+
+        return self._walk.advance(origin, raw_at, self._actual)
 
     def forecast(self, y: pd.Series, origin: pd.Timestamp, horizon: pd.Timedelta) -> Forecast:
         q = self.calibrated(y, origin)
         if q is None:
             return self.fallback.forecast(y, origin, horizon)
         n = int(math.ceil(horizon / STEP))
-        idx = pd.date_range(origin, periods=n, freq=STEP)
-        values = np.tile(q, (n, 1))
         span = self.trainer.span
-        if self.tail_from_fallback and n > span:
-            tail = self.fallback.forecast(y, origin, horizon)
-            if tail.quantiles == QUANTILES and len(tail.values) == n:
-                values[span:] = tail.values[span:]
-        return Forecast(self.key, idx, QUANTILES, values, f"decision_time_{self.trainer.backend}")
+        tail = self.fallback.forecast(y, origin, horizon) if self.tail_from_fallback and n > span else None
+        if tail is not None and (tail.quantiles != QUANTILES or len(tail.values) != n):
+            tail = None
+        label = f"decision_time_{self.trainer.backend}"
+        if tail is None:
+            return overlay(self.key, q, QUANTILES, origin, STEP, n, n, label)
+        return overlay(self.key, q, QUANTILES, origin, STEP, n, span, label, tail)

@@ -17,12 +17,14 @@ import pandas as pd
 
 from autoscaler.logic.hpa import (Stabilizer, check_replica_scale, floor_demand, interpolate_quantile, level_ratio,
                                   predictive_min_replicas, simulate_reactive_hpa)
+from autoscaler.logic.choice_by_cost import describe_choice
 from autoscaler.logic.vpa import apply_updater, limit_change, recommend_resource, vpa_default_request
 from autoscaler.settings import GuardrailSettings, HpaSettings, VpaSettings
 from predictor.durations import to_timedelta
 from predictor.forecasting import ForecastRequest, forecast_history
 from predictor.history import History
 from predictor.types import Forecast
+from studies.replay.choice import ReplayChooser
 
 STEP = pd.Timedelta("5min")
 MINUTE = pd.Timedelta("1min")
@@ -93,7 +95,8 @@ def replay_vpa_decisions(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, s
     force moves to the target only when it leaves [lower, upper], a decrease after `min_dwell`) and
     the change guardrail. Columns timestamp, target (the request IN FORCE: what is scored),
     lower_bound, upper_bound, recommended (the recommendation's target), reason — in the series'
-    own units (cores for cpu, bytes for memory)."""
+    own units (cores for cpu, bytes for memory). With `settings.choose_by_cost` the target is the
+    cheapest candidate's on the series' recent past (`studies.replay.choice`), the reason says which."""
     forecaster = forecaster or DailyChoiceForecaster()
     guard = guard or GuardrailSettings()
     window, safe = to_timedelta(settings.window), to_timedelta(settings.safe_window)
@@ -102,11 +105,18 @@ def replay_vpa_decisions(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, s
     rows = []
     in_force: int | None = None
     since: pd.Timestamp | None = None
+    horizon = max(every, window, safe)
+    chooser = ReplayChooser(forecaster.key, settings, int(window / STEP)) if settings.choose_by_cost else None
+    if chooser is not None:
+        chooser.warm_up(y, start, forecaster, every, horizon)
     for t in pd.date_range(start, end, freq=every, inclusive="left"):
-        fc = forecaster.forecast(y, t, max(every, window, safe))
+        fc = forecaster.forecast(y, t, horizon)
         peak, at_oom = _memory_floors(y, oom, t, peak_window) if resource == "memory" else (None, None)
+        cand, chose = chooser.pick(y, t, fc) if chooser is not None else (None, None)
         rec = recommend_resource(fc, resource, 1, settings, int(window / STEP), max(1, int(safe / STEP)),
-                                 memory_peak=peak, oom_memory=at_oom)
+                                 memory_peak=peak, oom_memory=at_oom, raw_total=cand.value if cand else None)
+        if chose:
+            describe_choice(rec, cand, chose)
         wanted, why = (apply_updater(in_force, rec, None if since is None else t - since, dwell)
                        if settings.follow_bounds else (rec.target, None))
         if wanted != in_force:

@@ -54,6 +54,18 @@ def test_hpa_decision_model_keeps_the_contract_and_reads_no_future(tmp_path):
     assert not out["replicas"].equals(out2["replicas"])
 
 
+def test_hpa_replays_decision_time_by_default_and_vpa_the_day_ahead_forecast(tmp_path):
+    """The defaults chosen on the full dev replay (issue12-results.md, H12c), as serve's."""
+    frame = tidal_frame(per=1.0, start="2024-05-05T06:00:00Z")
+    default = replay(tmp_path, "hpa", frame, name="default.csv", decision=())
+    pd.testing.assert_frame_equal(default, replay(tmp_path, "hpa", frame, name="gbm.csv"))
+    day_ahead = replay(tmp_path, "hpa", frame, name="da.csv", decision=("--decision-model", "day-ahead"))
+    assert not default["replicas"].equals(day_ahead["replicas"])
+    vpa = replay(tmp_path, "vpa", frame, name="v.csv", decision=())
+    pd.testing.assert_frame_equal(vpa, replay(tmp_path, "vpa", frame, name="vda.csv",
+                                              decision=("--decision-model", "day-ahead")))
+
+
 def test_unknown_decision_model_exits_2(tmp_path):
     inp = tmp_path / "in.csv"
     tidal_frame().to_csv(inp, index=False)

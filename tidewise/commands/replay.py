@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from autoscaler.settings import VpaSettings
     from studies.replay.runner import ReplaySettings
 
 VPA_HELP = """\
@@ -34,10 +35,19 @@ serves from t + startup; decisions at minute t use only data before t.
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("replay", help="what Tidewise would have decided on a history (VPA or HPA)",
                        description="Replay Tidewise's decisions on your own history, next to the reference.")
-    p.add_argument("--decision-model", choices=("gbm", "lightgbm"),
-                   help="opt-in: decide from decision-time forecasts (quantiles of the next interval's peak from "
+    p.add_argument("--decision-model", choices=("day-ahead", "gbm", "lightgbm"),
+                   help="forecast the decisions read: decision-time (quantiles of the next interval's peak from "
                         "the latest samples; one global model fitted daily on the input's past; gbm = "
-                        "scikit-learn, lightgbm needs the lightgbm package) instead of the day-ahead forecast")
+                        "scikit-learn, lightgbm needs the lightgbm package) or the day-ahead forecast; default: "
+                        "gbm for hpa, day-ahead for vpa (as serve)")
+    c = p.add_argument_group("choice by cost (VPA; hpa ignores these)")
+    c.add_argument("--choose-by-cost", action="store_true",
+                   help="opt-in: each UTC day, per series, serve the cheapest of the forecast at a few quantile/"
+                        "margin points, the stock VPA rule and a flat p95, scored on the series' last --cost-window")
+    c.add_argument("--cost-window", help="recent past the candidates are scored on (default 2d)")
+    c.add_argument("--violation-budget", type=float, help="a candidate over this violation rate is ruled out (default 0.1)")
+    c.add_argument("--violation-weight", type=float, help="cost of one unit of violation rate, in slack (default 2.5)")
+    c.add_argument("--change-weight", type=float, help="cost of one request change a day, in slack (default 0.01)")
     kinds = p.add_subparsers(dest="kind", metavar="vpa|hpa", required=True)
     v = kinds.add_parser("vpa", help="replay the VPA recommender", description=VPA_HELP,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -99,7 +109,9 @@ def settings_from(args: argparse.Namespace) -> "ReplaySettings":
 
     if args.model != "auto" and args.model not in MODELS:
         raise InputError(f"--model {args.model!r}: use auto or one of {sorted(MODELS)}")
-    decision = getattr(args, "decision_model", None)
+    from studies.replay.decision_time import decision_model_for
+
+    decision = decision_model_for(args.kind, getattr(args, "decision_model", None))
     if decision == "lightgbm" and importlib.util.find_spec("lightgbm") is None:
         raise InputError("--decision-model lightgbm: the lightgbm package is not installed; pip install lightgbm, or use gbm")
     if args.kind == "vpa":
@@ -111,6 +123,7 @@ def settings_from(args: argparse.Namespace) -> "ReplaySettings":
             if parse_duration(args.hold, what="--hold") < every:
                 raise InputError(f"--hold {args.hold}: at least the decision interval --every {args.every}")
             vpa = VpaSettings(window=args.hold, follow_bounds=True)
+        choice_settings(args, vpa)
         return ReplaySettings("vpa", args.model, every=every, decision_model=decision, vpa=vpa)
     if not 0 < args.target_utilization <= 1:
         raise InputError(f"--target-utilization {args.target_utilization}: use a number in (0, 1]")
@@ -125,3 +138,25 @@ def settings_from(args: argparse.Namespace) -> "ReplaySettings":
         hpa.quantile = args.quantile
     return ReplaySettings("hpa", args.model, target_utilization=args.target_utilization, tolerance=args.tolerance,
                           startup=startup, stabilization=stabilization, hpa=hpa, decision_model=decision)
+
+
+def choice_settings(args: argparse.Namespace, vpa: "VpaSettings") -> None:
+    """Set the choice-by-cost knobs given on the command line on `vpa` (exit 2 on a bad one)."""
+    from contracts.errors import InputError
+    from predictor.durations import parse_duration
+
+    vpa.choose_by_cost = bool(getattr(args, "choose_by_cost", False))
+    if getattr(args, "cost_window", None):
+        if parse_duration(args.cost_window, what="--cost-window") < parse_duration("1h"):
+            raise InputError(f"--cost-window {args.cost_window}: at least 1h (a day or more scores a daily tide)")
+        vpa.cost_window = args.cost_window
+        vpa.cost_min_past = min(vpa.cost_min_past, args.cost_window, key=parse_duration)
+    checks = (("violation_budget", "--violation-budget", 0.0, 1.0), ("violation_weight", "--violation-weight", 0.0, 1e6),
+              ("change_weight", "--change-weight", 0.0, 1e6))
+    for name, flag, lo, hi in checks:
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        if not lo <= value <= hi:  # also refuses nan
+            raise InputError(f"{flag} {value}: use a number in [{lo:g}, {hi:g}]")
+        setattr(vpa, name, value)

@@ -20,6 +20,11 @@ loop.history_window) is chosen. Artifacts are JSON and NumPy arrays, never pickl
 
 Incremental by default: series whose data did not change and whose recent error did not drift are
 carried forward from the latest version. `--every 24h` keeps training on that schedule.
+
+Decision-time models (on unless --no-decision-time): one global quantile model per decision of the
+peak of the next hour (VPA) and of the demand a start-up time ahead (HPA), from the latest samples;
+backtested on the held-out days against the day-ahead forecast of the same targets (pinball per
+quantile, coverage; printed and kept in the manifest) and stored in the version for serve.
 """
 
 
@@ -37,7 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--folds", type=int, default=3, help="backtest days per series (default 3)")
     p.add_argument("--last", default="28d", help="history window for --source prometheus|synthetic (default 28d)")
     p.add_argument("--jobs", type=int, default=1, help="joblib processes for the per-series backtests (default 1; -1 = all cores)")
-    p.add_argument("--dask-scheduler", metavar="ADDRESS", help="fan the backtests out on this Dask scheduler (tcp://host:8786)")
+    p.add_argument("--dask-scheduler", metavar="ADDRESS",
+                   help="train in shards on this Dask scheduler (tcp://host:8786): each shard plans its incremental "
+                        "refits, backtests and chooses on a worker; one line per finished shard")
+    p.add_argument("--shard-size", type=int, default=500, metavar="N", help="series per Dask task (default 500)")
     p.add_argument("--full", action="store_true", help="refit every series (default: incremental)")
     p.add_argument("--no-global", action="store_true", help="leave the global GBM out of the candidates")
     p.add_argument("--serving-history", default="8d", metavar="DURATION",
@@ -45,6 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "more is chosen, and the report's stored history spans this much")
     p.add_argument("--registry-key", metavar="FILE",
                    help="HMAC key file (e.g. a mounted Secret): sign the new version; the previous one must verify with it")
+    p.add_argument("--no-decision-time", action="store_true",
+                   help="fit no decision-time models (serve then decides from the day-ahead forecast only)")
+    p.add_argument("--decision-backend", choices=("hgb", "lightgbm"), default="hgb",
+                   help="decision-time model backend (default hgb = scikit-learn; lightgbm needs the lightgbm extra)")
     p.add_argument("--every", metavar="DURATION", help="keep running: train again every DURATION (e.g. 24h)")
     p.add_argument("--seed", type=int, default=7, help="seed of --source synthetic (default 7)")
     p.add_argument("--workloads", type=int, default=12, help="workloads of --source synthetic (default 12)")
@@ -88,6 +100,7 @@ def train_once(args: argparse.Namespace) -> int:
     from predictor.durations import parse_duration
     from tidewise.commands.forecast import parse_quantiles
     from tidewise.progress import progress
+    from training.decision_time import summary_lines
     from training.pipeline import TrainSettings, train
 
     step = parse_duration(args.step, what="--step")
@@ -112,33 +125,53 @@ def train_once(args: argparse.Namespace) -> int:
         raise InputError(f"--source {args.source} returned no series to train on")
     settings = TrainSettings(quantiles=parse_quantiles(args.quantiles), folds=args.folds, jobs=args.jobs,
                              incremental=not args.full, use_global=not args.no_global,
-                             serving_history=serving_history, key=key)
-    client = None
-    if args.dask_scheduler:
-        try:
-            from dask.distributed import Client
-        except ImportError:
-            raise InputError("--dask-scheduler needs dask.distributed: pip install 'tidewise[dask]'") from None
-        try:
-            client = Client(args.dask_scheduler, timeout="10s")
-        except OSError as exc:
-            from contracts.errors import SourceError
+                             serving_history=serving_history, key=key, decision_time=decision_settings(args))
+    from tidewise.dask_cluster import check_shard_size, dask_client
 
-            raise SourceError(f"--dask-scheduler {args.dask_scheduler}: cannot connect ({exc})") from None
+    shard_size = check_shard_size(args)
     t = time.perf_counter()
-    try:
-        with progress("training", len(history.series)) as advance:
-            result = train(history, args.registry, settings, dask_client=client, progress=advance)
-    finally:
-        if client is not None:
-            client.close()
+    with dask_client(args.dask_scheduler) as client, progress("training", len(history.series)) as advance:
+        if client is None:
+            result = train(history, args.registry, settings, progress=advance)
+        else:
+            result = train_on_cluster(history, args.registry, settings, client, shard_size, advance)
     models = ", ".join(f"{k} {v}" for k, v in result.models.items())
     print(f"trained {len(result.refitted)} series, carried {len(result.carried)} forward "
           f"(global model {'refitted' if result.global_refit else 'carried'}) in {time.perf_counter() - t:.0f} s "
           f"-> {result.registry}/{result.version} (models: {models})", file=sys.stderr)
+    for line in summary_lines(result.decision_time):
+        print(line, file=sys.stderr)
     for series, why in sorted(result.failed.items())[:10]:
         print(f"warning: {series}: backtest failed ({why}); stored the no-backtest default", file=sys.stderr)
     return 0
+
+
+def train_on_cluster(history, registry: str, settings, client, shard_size: int, advance):
+    """`--dask-scheduler`: the history in shards of `shard_size` series, trained on the workers;
+    the global model (unless --no-global) is fitted here first, on every series."""
+    from tidewise.dask_cluster import shard_printer
+    from training.sharded import fit_global_models, split_history, train_sharded
+
+    if getattr(getattr(settings, "decision_time", None), "enabled", False):
+        print("note: a sharded run fits no decision-time models (they learn from the whole fleet at once); "
+              "serve decides from the day-ahead forecast for this version", file=sys.stderr)
+    shards = split_history(history, shard_size)
+    return train_sharded(shards, registry, settings, client, step=history.step,
+                         global_models=fit_global_models(history, settings), progress=shard_printer(len(shards), advance))
+
+
+def decision_settings(args: argparse.Namespace):
+    """The decision-time part of the run (exit 2 for lightgbm without the package)."""
+    import importlib.util
+
+    from contracts.errors import InputError
+    from training.decision_time import DecisionTimeSettings
+
+    backend = getattr(args, "decision_backend", "hgb")
+    if backend == "lightgbm" and importlib.util.find_spec("lightgbm") is None:
+        raise InputError("--decision-backend lightgbm: the lightgbm package is not installed; "
+                         "pip install 'tidewise[lightgbm]', or use hgb")
+    return DecisionTimeSettings(enabled=not getattr(args, "no_decision_time", False), backend=backend)
 
 
 def run(args: argparse.Namespace) -> int:

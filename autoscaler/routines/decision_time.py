@@ -1,0 +1,159 @@
+"""Decision-time forecasts in the serving loop (issue 12, item 1): the registry's decision-time
+models, when present and fresh, replace the forecast a VPA or HPA decision reads; the day-ahead
+forecast stays the fallback, and the forecast's label (hence the reason) says which one was used.
+
+The quantiles come from `predictor.decision_forecast` — the walk and overlay that
+`tidewise replay --decision-model` runs — with one `DecisionWalk` per (decision, series) kept
+between runs (the per-series calibration), so a serve started at a replay's first decision time
+computes the replay's numbers. VPA reads the peak of the next hour over the model's span and the
+day-ahead forecast after it; HPA reads the demand from now through start-up + look-ahead.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+import pandas as pd
+
+from autoscaler.settings import LoopSettings
+from predictor.decision_forecast import DecisionWalk, actual_from_history, hpa_span, overlay, raw_from_history
+from predictor.durations import parse_duration
+from predictor.history import History
+from predictor.models.decision_time import DecisionTimeGBM
+from predictor.types import Forecast
+
+log = logging.getLogger(__name__)
+CONTEXT = pd.Timedelta("9D")  # history a raw forecast reads (a week ago + a day of level); serve fetches 8d
+
+
+@dataclass
+class DecisionRun:
+    """What one run needs to build decision-time forecasts for one kind ("vpa" or "hpa")."""
+
+    kind: str
+    model: DecisionTimeGBM | None
+    why_not: str  # why the model cannot serve this run ("" when it can)
+    version: str
+    history: History
+    origin: pd.Timestamp
+    step: pd.Timedelta
+
+
+class DecisionView(Mapping[str, Forecast]):
+    """series -> the forecast a decision reads: decision-time when it can be made, else the
+    day-ahead one relabelled with why not. Built lazily: only series a decision reads are forecast."""
+
+    def __init__(self, base: Mapping[str, Forecast], run: DecisionRun, walks: dict[tuple[str, str], DecisionWalk]):
+        self.base = base
+        self.run = run
+        self.walks = walks
+        self.made: dict[str, Forecast] = {}
+
+    def __getitem__(self, sid: str) -> Forecast:
+        if sid not in self.made:
+            self.made[sid] = self._make(sid, self.base[sid])
+        return self.made[sid]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.base)
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __contains__(self, sid: object) -> bool:
+        return sid in self.base
+
+    def _make(self, sid: str, day_ahead: Forecast) -> Forecast:
+        r = self.run
+        why = r.why_not or self._stale_features(sid)
+        q = None
+        if not why and r.model is not None:
+            q = self._quantiles(sid, r.model)
+            why = "" if q is not None else "the model's features are missing before this origin"
+        if q is None or r.model is None:
+            return _relabelled(day_ahead, f"{day_ahead.model} [day-ahead; decision-time {r.kind}: {why}]")
+        m = r.model
+        label = f"decision_time_{m.backend} [{r.kind}: peak of the next {_minutes(int(m.span) * r.step)}, calibrated]"
+        try:
+            return overlay(sid, q, m.quantiles, r.origin, r.step, len(day_ahead.index), int(m.span), label,
+                           day_ahead if r.kind == "vpa" else None, r.version)
+        except ValueError as exc:  # a quantile the decisions ask for that the model does not have
+            return _relabelled(day_ahead, f"{day_ahead.model} [day-ahead; decision-time {r.kind}: {exc}]")
+
+    def _stale_features(self, sid: str) -> str:
+        """Why the series' latest samples cannot feed the model ("" when they can): the features
+        are the last minutes, so the sample just before the origin must be there."""
+        y = self.run.history.series.get(sid)
+        last = y.last_valid_index() if y is not None else None
+        if last is None or last < self.run.origin - self.run.step:
+            return f"features stale (newest sample {last}, origin {self.run.origin})"
+        return ""
+
+    def _quantiles(self, sid: str, model: DecisionTimeGBM) -> np.ndarray | None:
+        r = self.run
+        key = (r.kind, sid)
+        walk = self.walks.get(key)
+        if walk is None or walk.done is None or walk.done < r.origin - CONTEXT or walk.done > r.origin \
+                or len(walk.cal.quantiles) != len(model.quantiles):
+            walk = self.walks[key] = DecisionWalk(model.quantiles, int(model.span), r.step)  # a cold start
+        y = r.history.series[sid]
+        y = y[y.index >= r.origin - CONTEXT]
+        todo = [r.origin] if walk.done is None else \
+            list(pd.date_range(walk.done + r.step, r.origin, freq=r.step))
+        raw = raw_from_history(model, y, todo)
+        return walk.advance(r.origin, raw.get, actual_from_history(y, int(model.span), r.step))
+
+
+def _relabelled(fc: Forecast, model: str) -> Forecast:
+    return Forecast(fc.series, fc.index, fc.quantiles, fc.values, model, fc.version, fc.backtest_score, fc.notes)
+
+
+def _minutes(span: pd.Timedelta) -> str:
+    m = int(span.total_seconds() // 60)
+    return f"{m // 60}h" if m % 60 == 0 else f"{m}m"
+
+
+@dataclass
+class DecisionTimeServing:
+    """The serving loop's decision-time state: one calibration walk per (decision, series)."""
+
+    walks: dict[tuple[str, str], DecisionWalk] = field(default_factory=dict)
+
+    def views(self, registry: Any, loop: LoopSettings, hpa_startup: str, hpa_look: str,
+              base: Mapping[str, Forecast], history: History, origin: pd.Timestamp, step: pd.Timedelta
+              ) -> tuple[Mapping[str, Forecast] | None, Mapping[str, Forecast] | None]:
+        """(what VPA decisions read, what HPA decisions read) this run: None (the day-ahead
+        forecasts, as without this module) for a kind switched off (`loop.decision_time_vpa|hpa`)
+        or when the registry holds no decision-time model, else a DecisionView."""
+        models = getattr(registry, "decision_models", None) or {}
+        errors = getattr(registry, "decision_errors", None) or {}
+        enabled = {"vpa": loop.decision_time_vpa, "hpa": loop.decision_time_hpa}
+        if not any(enabled.values()) or not (models or errors):
+            self.walks.clear()
+            return None, None
+        version = str(getattr(registry, "version", "adhoc"))
+        end = pd.Timestamp((getattr(registry, "manifest", None) or {}).get("data_window", {}).get("end", origin))
+        age = origin - (end if end.tzinfo else end.tz_localize("UTC"))
+        max_age = loop.decision_max_age
+        out: list[DecisionView | None] = []
+        for kind in ("vpa", "hpa"):
+            if not enabled[kind]:
+                out.append(None)
+                continue
+            model = models.get(kind)
+            why = errors.get(kind, "") and f"not loaded ({errors[kind]})"
+            if model is None and not why:
+                why = f"no model in registry {version}"
+            elif model is not None and age > parse_duration(max_age):
+                why = f"model stale (trained on data up to {end}, older than {max_age})"
+            elif model is not None and model.step_ != step:
+                why = f"model step {model.step_} is not the loop's {step}"
+            elif model is not None and kind == "hpa" and int(model.span) != hpa_span(
+                    parse_duration(hpa_startup), parse_duration(hpa_look), step):
+                why = f"model trained for {int(model.span)} steps ahead; startup {hpa_startup} needs another span"
+            out.append(DecisionView(base, DecisionRun(kind, model, why, version, history, origin, step), self.walks))
+        for k in [k for k in self.walks if k[1] not in base or not enabled[k[0]]]:  # gone, stale, skipped, off
+            del self.walks[k]
+        return out[0], out[1]

@@ -1,0 +1,120 @@
+"""Decision-time forecasts as the decisions read them — the one code path of `tidewise serve` and
+`tidewise replay --decision-model` (issue 12, item 1).
+
+`DecisionWalk` carries one series' calibrated quantiles from origin to origin: the model's raw
+quantiles at each origin (made from the samples before it) plus the per-series adaptive-conformal
+offsets learnt from every earlier origin whose target window has been observed since. It starts
+cold (offsets 0) at the first origin it is asked for, in serve as in replay.
+
+`overlay` turns those quantiles into a `Forecast` the VPA and HPA code reads unchanged: the first
+`span` steps carry the decision-time quantiles (the peak of that span), the steps after them the
+day-ahead forecast (VPA bounds cover a day's tide, not one hour) or, without one, the same values.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from predictor.features.decision import decision_features, next_max
+from predictor.models.base import non_crossing
+from predictor.models.decision_time import AdaptiveConformal, DecisionTimeGBM
+from predictor.types import Forecast
+
+RawAt = Callable[[pd.Timestamp], "tuple[np.ndarray, float] | None"]  # origin -> (raw quantiles, scale)
+ActualAt = Callable[[pd.Timestamp], float]  # origin -> its observed target (the peak of its span)
+
+
+def hpa_span(startup: pd.Timedelta, look: pd.Timedelta, step: pd.Timedelta) -> int:
+    """Steps of the HPA target: the demand from now through now + startup + look (what
+    `predictive_min_replicas` carries: timeline[lead // step : lead // step + look/step + 1])."""
+    return int(startup // step) + max(1, int(-(-look // step))) + 1
+
+
+class DecisionWalk:
+    """One series' calibrated decision-time quantiles, walked forward origin by origin."""
+
+    def __init__(self, quantiles: Sequence[float], span: int, step: pd.Timedelta, rate: float = 0.05):
+        self.span = int(span)
+        self.step = pd.Timedelta(step)
+        self.cal = AdaptiveConformal(quantiles, rate)
+        self.out: dict[pd.Timestamp, np.ndarray] = {}
+        self.done: pd.Timestamp | None = None  # the last origin walked
+
+    def advance(self, origin: pd.Timestamp, raw_at: RawAt, actual_at: ActualAt) -> np.ndarray | None:
+        """The calibrated quantiles at `origin` (None: no raw forecast there), after learning from
+        every origin whose target window ended before it. Origins are asked in increasing order."""
+        t = origin if self.done is None else self.done + self.step
+        while t <= origin:
+            seen = t - self.span * self.step  # the latest origin whose target y[seen .. t-1] is observed
+            if seen in self.out:
+                self.cal.update(self.out[seen], actual_at(seen))
+            raw = raw_at(t)
+            if raw is not None:
+                self.out[t] = self.cal.apply(raw[0], raw[1])
+            t += self.step
+        if self.done is None or origin > self.done:
+            self.done = origin
+        # only the last `span` origins are read again (by the updates still to come)
+        for k in [k for k in self.out if k < origin - self.span * self.step]:
+            del self.out[k]
+        return self.out.get(origin)
+
+
+def raw_from_history(model: DecisionTimeGBM, y: pd.Series, origins: Sequence[pd.Timestamp]
+                     ) -> dict[pd.Timestamp, tuple[np.ndarray, float]]:
+    """The model's raw quantiles (and the series' scale) at each of `origins`, each made from the
+    samples of `y` before it; `y` is put on the model's grid first. Origins past y's end + one
+    step, or whose quantiles are not finite, are left out."""
+    if not len(y) or not len(origins):
+        return {}
+    step = model.step_
+    last = max(origins)
+    grid = y.asfreq(step)
+    if grid.index[-1] < last:  # the origin itself is the row after the last sample
+        grid = grid.reindex(pd.date_range(grid.index[0], last, freq=step))
+    x, level, scale = decision_features(grid, step, int(model.span))
+    pos = grid.index.get_indexer(pd.DatetimeIndex(origins))
+    rows = pos[pos >= 0]
+    if not len(rows):
+        return {}
+    # the trees read only the rows asked for (a serving run needs one or a few per series)
+    qs = np.asarray(model.quantiles, dtype=float)
+    q = non_crossing(model.predict_scaled(x[rows]), qs) * scale[rows, None] + level[rows, None]
+    out = {}
+    for o, i, r in zip([o for o, p in zip(origins, pos) if p >= 0], rows, q):
+        if np.all(np.isfinite(r)):
+            out[o] = (r, float(scale[i]))
+    return out
+
+
+def actual_from_history(y: pd.Series, span: int, step: pd.Timedelta) -> ActualAt:
+    """origin -> the observed peak of its next `span` steps in `y` (NaN when not all observed)."""
+    grid = y.asfreq(step)
+    actual = pd.Series(next_max(grid, span), index=grid.index)
+    return lambda t: float(actual.get(t, np.nan))
+
+
+def at_quantiles(q: np.ndarray, have: Sequence[float], want: Sequence[float]) -> np.ndarray:
+    """Quantiles `q` (at levels `have`) read at levels `want`: linear between neighbours, exact where
+    a level is shared; ValueError for a level outside [min(have), max(have)] (never extrapolated)."""
+    h = np.asarray(have, dtype=float)
+    w = np.asarray(want, dtype=float)
+    if np.any(w < h.min()) or np.any(w > h.max()):
+        raise ValueError(f"the decision-time model has quantiles {list(have)}; the decisions ask for {list(want)}")
+    return np.interp(w, h, np.asarray(q, dtype=float))
+
+
+def overlay(key: str, q: np.ndarray, model_quantiles: Sequence[float], origin: pd.Timestamp, step: pd.Timedelta,
+            steps: int, span: int, label: str, day_ahead: Forecast | None = None, version: str = "adhoc") -> Forecast:
+    """A `steps`-step Forecast from `origin`: the decision-time quantiles over the first `span`
+    steps, the day-ahead forecast's steps after them when given (then at its quantile levels),
+    else the same quantiles throughout (HPA reads only the span)."""
+    quantiles = tuple(day_ahead.quantiles) if day_ahead is not None else tuple(model_quantiles)
+    values = np.tile(at_quantiles(q, model_quantiles, quantiles), (steps, 1))
+    if day_ahead is not None and steps > span:
+        tail = np.asarray(day_ahead.values)[span:steps]
+        values[span: span + len(tail)] = tail
+    idx = pd.date_range(origin, periods=steps, freq=step)
+    return Forecast(key, idx, quantiles, values, label, version)

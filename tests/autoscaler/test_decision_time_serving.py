@@ -1,0 +1,128 @@
+"""Decision-time forecasts in serve (issue 12, item 1): the registry's models drive VPA and HPA
+decisions when present and fresh, the day-ahead forecast is the fallback and the reason says which
+served, and serve computes exactly the replay's (`tidewise replay --decision-model`) quantiles."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from autoscaler.output.sinks import DryRunSink
+from autoscaler.routines.decision_time import DecisionTimeServing
+from autoscaler.routines.loop import OK, ServingLoop
+from autoscaler.settings import LoopSettings
+from predictor import registry
+from predictor.history import History
+from predictor.models.decision_time import DecisionTimeGBM
+from studies.replay.decision_time import DecisionTimeForecaster, DecisionTimeTrainer
+from studies.replay.decisions import QUANTILES, DailyChoiceForecaster
+from tests.autoscaler.conftest import StaticCluster, fast_settings, source_of
+from tests.predictor.test_decision_time import fleet
+
+STEP = pd.Timedelta("5min")
+BOTH = LoopSettings(decision_time_vpa=True, decision_time_hpa=True)
+
+
+def quick(span: int) -> DecisionTimeGBM:
+    return DecisionTimeGBM(QUANTILES, span, max_iter=15, max_rows=4000, min_samples_leaf=20)
+
+
+def write(reg_dir, history: History, models: dict, end: pd.Timestamp | None = None) -> str:
+    series = {k: {"model": "seasonal_naive_daily", "shifts": [0.0] * 4} for k in history.series}
+    end = end if end is not None else history.end
+    return registry.write_version(str(reg_dir), quantiles=QUANTILES, series=series, step_seconds=300,
+                                  data_window=((end - pd.Timedelta("9D")).isoformat(), end.isoformat()), decision_models=models)
+
+
+def run(objects, history, reg_dir, decision_time=True):
+    s = fast_settings()
+    s.loop.forecast_refresh = None
+    s.loop.decision_time_vpa = s.loop.decision_time_hpa = decision_time
+    rep = ServingLoop(s, source_of(history), StaticCluster(objects), DryRunSink(), registry_dir=str(reg_dir)).run_once()
+    assert rep.outcome == OK, rep.reason
+    vpa = [r.reason.model for d in rep.vpa for c in d.containers for r in c.resources.values()]
+    hpa = [d.reason.model for d in rep.hpa]
+    assert vpa and hpa
+    return vpa, hpa
+
+
+@pytest.fixture(scope="module")
+def models(small):
+    hist = small[2]
+    return {"vpa": quick(12).fit_many(hist.series, STEP), "hpa": quick(2).fit_many(hist.series, STEP)}
+
+
+def test_serve_decides_from_the_registry_decision_time_models(objects, history, tmp_path, models):
+    write(tmp_path, history, models)
+    vpa, hpa = run(objects, history, tmp_path)
+    assert all(m.startswith("decision_time_hgb [vpa: peak of the next 1h") for m in vpa), vpa[:2]
+    assert all(m.startswith("decision_time_hgb [hpa: peak of the next 10m") for m in hpa), hpa[:2]
+    off_vpa, off_hpa = run(objects, history, tmp_path, decision_time=False)
+    assert not any("decision_time" in m or "day-ahead" in m for m in off_vpa + off_hpa)
+
+
+def test_by_default_hpa_reads_decision_time_and_vpa_the_day_ahead_forecast(objects, history, tmp_path, models):
+    """The defaults the dev replay chose (issue12-results.md): HPA on, VPA opt-in."""
+    write(tmp_path, history, models)
+    s = fast_settings()
+    s.loop.forecast_refresh = None
+    rep = ServingLoop(s, source_of(history), StaticCluster(objects), DryRunSink(), registry_dir=str(tmp_path)).run_once()
+    assert rep.hpa and all(d.reason.model.startswith("decision_time_hgb") for d in rep.hpa)
+    assert rep.vpa and not any("decision_time" in r.reason.model for d in rep.vpa for c in d.containers
+                               for r in c.resources.values())
+
+
+def test_missing_or_stale_models_fall_back_to_the_day_ahead_forecast_and_say_why(objects, history, tmp_path, models):
+    write(tmp_path / "hpa-only", history, {"hpa": models["hpa"]})
+    vpa, hpa = run(objects, history, tmp_path / "hpa-only")
+    assert all("[day-ahead; decision-time vpa: no model in registry" in m for m in vpa), vpa[:2]
+    assert all(m.startswith("decision_time_hgb") for m in hpa)
+    write(tmp_path / "stale", history, models, end=history.end - pd.Timedelta("3D"))
+    vpa, hpa = run(objects, history, tmp_path / "stale")
+    assert all("[day-ahead; decision-time" in m and "model stale" in m for m in vpa + hpa), (vpa + hpa)[:2]
+
+
+def test_stale_features_fall_back_for_that_series_only(small, models):
+    hist = small[2]
+    sid, other = sorted(hist.series)[:2]
+    origin = hist.end + STEP
+    cut = dict(hist.series)
+    cut[sid] = cut[sid][cut[sid].index < origin - pd.Timedelta("30min")]  # its last half hour is missing
+    base = {k: DailyChoiceForecaster(k, model="seasonal_naive_daily").forecast(y, origin, pd.Timedelta("2h"))
+            for k, y in cut.items()}
+    reg = SimpleNamespace(decision_models=models, decision_errors={}, version="v1",
+                          manifest={"data_window": {"end": hist.end.isoformat()}})
+    vpa, _ = DecisionTimeServing().views(reg, BOTH, "2m", "1m", base, History(cut, STEP), origin, STEP)
+    assert "features stale" in vpa[sid].model and vpa[sid].model.startswith(base[sid].model)
+    np.testing.assert_array_equal(vpa[sid].values, base[sid].values)
+    assert vpa[other].model.startswith("decision_time_hgb")
+
+
+@pytest.mark.parametrize("kind", ["vpa", "hpa"])
+def test_serve_computes_the_replay_quantiles(kind):
+    """Replay's decision-time forecaster and serve's views, given the same model and history, give
+    the same forecast at every origin (serve walking origin by origin as its runs do)."""
+    series = fleet(days=10)
+    span = 12 if kind == "vpa" else 2
+    model = quick(span).fit_many(series, STEP)
+    y = series["s1"]
+    days = {d.floor("D") for d in y.index}
+    trainer = DecisionTimeTrainer(series, span, models={d: model for d in days})
+    fallback = DailyChoiceForecaster("s1", model="seasonal_naive_daily")
+    replay = DecisionTimeForecaster("s1", trainer, fallback, tail_from_fallback=kind == "vpa")
+    serve = DecisionTimeServing()
+    reg = SimpleNamespace(decision_models={kind: model}, decision_errors={}, version="v1",
+                          manifest={"data_window": {"end": y.index[-1].isoformat()}})
+    horizon = pd.Timedelta("3h")
+    origins = pd.date_range(y.index[9 * 288 - 6], periods=30, freq=STEP)
+    for origin in origins:
+        want = replay.forecast(y, origin, horizon)
+        past = {"s1": y[y.index < origin]}
+        base = {"s1": fallback.forecast(y, origin, horizon)}
+        views = serve.views(reg, BOTH, "10s", "1m", base, History(past, STEP), origin, STEP)
+        got = views[0 if kind == "vpa" else 1]["s1"]
+        assert got.model.startswith("decision_time_hgb") and want.model == "decision_time_hgb"
+        assert got.quantiles == want.quantiles
+        np.testing.assert_allclose(got.values, want.values, rtol=1e-9)
