@@ -27,11 +27,14 @@ class CnrPublisher:
     def __init__(self, api: CnrApi, node: str, dry_run: bool = False) -> None:
         self.api, self.node, self.dry_run = api, node, dry_run
         self.last: dict[str, Any] | None = None  # what the API holds, as far as we know; None = read it
+        self.would: dict[str, Any] | None = None  # dry-run: the status already found to differ (no re-read)
 
     def publish(self, status: dict[str, Any]) -> str:
         """unchanged | created | updated | would update (dry-run) | failed: <reason>."""
         if status == self.last:
             return "unchanged"
+        if self.dry_run and status == self.would:
+            return "would update"
         try:
             if self.last is None:
                 obj = self.api.get_cnr(self.node)
@@ -42,6 +45,7 @@ class CnrPublisher:
             else:
                 obj = {}
             if self.dry_run:
+                self.would = status
                 return "would update"
             created = obj is None
             if created:

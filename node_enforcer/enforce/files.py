@@ -116,10 +116,10 @@ class FilePort:
         """A keyed file takes one `key value` line per write; the kernel merges it into the rest."""
         self._store(path, line)
 
-    def ensure_line(self, path: str, key: str, value: str) -> Change | None:
+    def ensure_line(self, path: str, key: str, value: str, text: str | None = None) -> Change | None:
         """`ensure` for keyed files (blkio.throttle.*, io.max, io.weight, net_prio.ifpriomap): only
-        the line of `key` is compared and written."""
-        text = self.read(path)
+        the line of `key` is compared and written. `text`: the file as just read, to save a read."""
+        text = self.read(path) if text is None else text
         old = None if text is None else line_value(text, key)
         if text is not None and normalise_keyed(path, old) == normalise_keyed(path, value):
             return None

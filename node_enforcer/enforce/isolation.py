@@ -41,11 +41,13 @@ def _v2_io_max(lim: IoLimit) -> str:
 def _io_v1(d: str, io: PodIo, files: FilePort, report: EnforceReport) -> None:
     for attr, name in V1_THROTTLE:
         path = os.path.join(d, name)
-        if not files.exists(path):
+        text = files.read(path)  # one read per file, not an exists() and a read per device
+        if text is None:
             report.unsupported.append(path)
             continue
-        for lim in io.limits:
-            files.ensure_line(path, lim.device, str(getattr(lim, attr) or 0))  # 0 removes a v1 limit
+        for i, lim in enumerate(io.limits):
+            # 0 removes a v1 limit; after a write the file is read again (the kernel merged the line)
+            files.ensure_line(path, lim.device, str(getattr(lim, attr) or 0), text if i == 0 else None)
     if io.weight is not None:
         bfq, cfq = os.path.join(d, "blkio.bfq.weight"), os.path.join(d, "blkio.weight")
         if files.exists(bfq):  # BFQ: 1..1000, default 100, the same scale as v2 below 1000

@@ -154,6 +154,19 @@ def test_tc_builds_the_htb_tree_once_then_runs_nothing():
     assert len(dry.ensure(net)[0]) == 4 and all(c[1] == "-j" for c in dry.run.calls)  # read only
 
 
+def test_tc_rereads_the_tree_every_nth_pass_and_repairs_drift():
+    net = plan_network(["u1"], NetworkSettings(enabled=True, device="eth0"))
+    kernel = FakeTc()
+    tc = Tc(run=kernel, check_every=3)
+    assert len(tc.ensure(net)[0]) == 4
+    reads = len(kernel.calls)
+    assert tc.ensure(net) == ([], []) and tc.ensure(net) == ([], []) and len(kernel.calls) == reads  # not read
+    kernel.root = "noqueue"  # someone replaced the qdisc: found on the 3rd pass after the last read
+    assert [c.new.split()[0] for c in tc.ensure(net)[0]] == ["qdisc", "class", "class", "class"]
+    other = plan_network(["u1", "u2"], NetworkSettings(enabled=True, device="eth0", reclaimed_bit_rate=5 * 10**8))
+    assert [c.new.split()[7] for c in tc.ensure(other)[0]] == ["1:10", "1:30"]  # a new plan: read at once
+
+
 def test_tc_class_text_is_parsed_with_si_rates():
     got = parse_classes("class htb 1:30 parent 1:1 prio 7 rate 8Mbit ceil 8Mbit burst 1600b cburst 1600b\n"
                         "class htb 1:1 root rate 1Gbit ceil 1Gbit burst 1375b cburst 1375b\n")

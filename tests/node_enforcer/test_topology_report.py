@@ -66,7 +66,10 @@ def test_publisher_creates_then_writes_only_on_change(two_socket):
         assert [r["method"] for r in fake.requests[sent:]] == ["GET"]
         grown = topology_status(two_socket, plan(two_socket, pods[1:]), pods[1:])  # the dedicated pod left
         assert pub.publish(grown) == "updated" and fake.cnrs["n1"]["status"] == grown
-        assert CnrPublisher(api, "n1", dry_run=True).publish(status) == "would update"
+        dry = CnrPublisher(api, "n1", dry_run=True)
+        assert dry.publish(status) == "would update"
+        sent = len(fake.requests)
+        assert dry.publish(status) == "would update" and len(fake.requests) == sent  # no re-read each pass
         assert fake.cnrs["n1"]["status"] == grown
 
 
