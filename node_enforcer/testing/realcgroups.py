@@ -153,11 +153,11 @@ def _read(path: str) -> str:
 
 class RealTree:
     def __init__(self, version: int = 1, convention: str = "cgroupfs", name: str | None = None,
-                 controllers: tuple[str, ...] = V1_CONTROLLERS, v1_root: str = V1_ROOT) -> None:
+                 controllers: tuple[str, ...] = V1_CONTROLLERS, v1_root: str | None = None) -> None:
         """`controllers` and `v1_root` (v1 only): the hierarchies to build in, e.g. blkio too, or a
         folder whose `<controller>` entries point at the mounts (a test's own net_prio mount)."""
         self.version, self.convention = version, convention
-        self.controllers, self.v1_root = controllers, v1_root
+        self.controllers, self.v1_root = controllers, v1_root or V1_ROOT  # the module's, read now (tests patch it)
         self.name = name or tree_name()
         self.made: list[str] = []  # directories, in creation order
         self.procs: list[subprocess.Popen] = []
@@ -168,7 +168,7 @@ class RealTree:
                 for ctl in controllers:
                     rel = os.path.join(own_cgroup(ctl), self.name)
                     self.parents[ctl] = rel
-                    self._mkdir(os.path.join(v1_root, ctl, rel), ctl)
+                    self._mkdir(os.path.join(self.v1_root, ctl, rel), ctl)
             else:
                 rel = os.path.join(own_cgroup(""), self.name)
                 self.parents["unified"] = rel
