@@ -194,3 +194,93 @@ def test_bad_isolation_flags_exit_2_with_one_line(flags, message, capsys, tmp_pa
                *flags])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def _fixture_copy(tmp_path):
+    """The 2-socket fixture's sysfs and cgroup v2 tree, plus one disk and the io files of the batch pods."""
+    import shutil
+
+    sysfs = tmp_path / "sys"
+    shutil.copytree(os.path.join(TWO_SOCKET, "devices"), sysfs / "devices")
+    disk = sysfs / "devices/pci0/block/sda"
+    disk.mkdir(parents=True)
+    (disk / "dev").write_text("8:0\n")
+    (sysfs / "block").mkdir()
+    os.symlink(disk, sysfs / "block/sda")
+    cg = tmp_path / "cgroup"
+    shutil.copytree(os.path.join(TWO_SOCKET, "fs", "cgroup"), cg)
+    for pod in (cg / "kubepods/besteffort").glob("pod*"):
+        (pod / "io.max").write_text("")
+        (pod / "io.weight").write_text("default 100\n")
+    return sysfs, cg
+
+
+def _enforce(sysfs, cg, tmp_path, *extra):
+    return main([*extra, "enforce", "--once", "--node", "fixture-node", "--pods-from", "file", "--pods", MIXED_PODS,
+                 "--sysfs-root", str(sysfs), "--cgroup-root", str(cg), "--checkpoint", str(tmp_path / "ck.json"),
+                 "--no-eviction"])
+
+
+def test_io_limits_from_the_config_file_written_once_by_the_command(tmp_path, capsys):
+    sysfs, cg = _fixture_copy(tmp_path)
+    cfg = tmp_path / "tw.yaml"
+    cfg.write_text("enforcer:\n  io: {enabled: true, read_bps: 1048576}\n")
+    assert _enforce(sysfs, cg, tmp_path, "--config", str(cfg)) == 0
+    out = capsys.readouterr().out
+    assert "disk I/O: 2 reclaimed pod(s)" in out
+    for pod in (cg / "kubepods/besteffort").glob("pod*"):
+        assert (pod / "io.max").read_text().strip() == "8:0 rbps=1048576 wbps=max riops=max wiops=max"
+        assert (pod / "io.weight").read_text().strip() == "default 10"
+    assert _enforce(sysfs, cg, tmp_path, "--config", str(cfg)) == 0
+    assert "wrote 0 value(s) (nothing differs)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("section,message", [
+    ("io: 5", "'enforcer': io must be a mapping of keys, not int"),
+    ("io: {read_bsp: 1}", "unknown key(s) ['read_bsp']"),
+    ("io: {enabled: true, weight: 0}", "enforcer.io.weight 0: give an integer in 1..10000"),
+    ("network: {enabled: true, device: eth0, classifier: magic}", "enforcer.network.classifier 'magic'"),
+])
+def test_bad_isolation_settings_exit_2_with_one_line(section, message, tmp_path, capsys):
+    sysfs, cg = _fixture_copy(tmp_path)
+    cfg = tmp_path / "tw.yaml"
+    cfg.write_text(f"enforcer:\n  {section}\n")
+    assert main(["--config", str(cfg), *["enforce", "--once", "--dry-run", "--node", "fixture-node", "--pods-from",
+                 "file", "--pods", MIXED_PODS, "--sysfs-root", str(sysfs), "--cgroup-root", str(cg),
+                 "--no-eviction"]]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_agent_runs_isolation_and_report_steps_and_a_tc_failure_is_reported_not_raised(two_socket):
+    from node_enforcer.agent import Agent
+    from node_enforcer.enforce.cnr import CnrPublisher
+    from node_enforcer.enforce.tc import TcError
+    from node_enforcer.settings import EnforcerSettings
+
+    class Api:
+        def __init__(self):
+            self.status = None
+
+        def get_cnr(self, name):
+            return None if self.status is None else {"status": self.status}
+
+        def create_cnr(self, name):
+            pass
+
+        def patch_cnr_status(self, name, status):
+            self.status = status
+
+    def broken(argv):
+        raise TcError("tc: Operation not permitted")
+
+    batch = make_pod("batch", "reclaimed_cores", k8s_qos="BestEffort")
+    api = Api()
+    s = EnforcerSettings(node="n1", checkpoint="", network=NetworkSettings(enabled=True, device="eth0"))
+    agent = Agent(s, two_socket, lambda: [batch], V2Driver("/cg"), _tree_v2(batch), tc=Tc(run=broken),
+                  cnr=CnrPublisher(api, "n1"))
+    res = agent.reconcile_once()
+    assert list(res.timings) == ["pods", "reclaim", "restore", "policy", "enforce", "isolate", "report"]
+    assert res.error is None and res.topology_report == "created" and api.status["topologyZone"]
+    assert any("egress not shaped" in u for u in res.report.unsupported)  # the device read failed: reported
+    assert agent.reconcile_once().topology_report == "unchanged"
