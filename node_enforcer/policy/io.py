@@ -52,6 +52,14 @@ class IoSettings:
                 raise InputError(f"enforcer.io.{key} {v!r}: give a positive integer (bytes/s or IOPS)")
         if self.weight is not None and not (isinstance(self.weight, int) and 1 <= self.weight <= 10000):
             raise InputError(f"enforcer.io.weight {self.weight!r}: give an integer in 1..10000 (io.weight scale)")
+        for key in ("psi_low", "psi_high", "min_factor"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise InputError(f"enforcer.io.{key} {v!r}: give a number")
+        for key in ("devices", "exclude_devices"):
+            v = getattr(self, key)
+            if not isinstance(v, (list, tuple)) or not all(isinstance(n, str) and n for n in v):
+                raise InputError(f"enforcer.io.{key} {v!r}: give a list of device names (sda, nvme0n1)")
         if not 0 <= self.psi_low < self.psi_high <= 100:
             raise InputError(f"enforcer.io psi_low {self.psi_low} / psi_high {self.psi_high}: need 0 <= low < high <= 100")
         if not 0 < self.min_factor <= 1:

@@ -240,6 +240,9 @@ def test_io_limits_from_the_config_file_written_once_by_the_command(tmp_path, ca
     ("io: {read_bsp: 1}", "unknown key(s) ['read_bsp']"),
     ("io: {enabled: true, weight: 0}", "enforcer.io.weight 0: give an integer in 1..10000"),
     ("network: {enabled: true, device: eth0, classifier: magic}", "enforcer.network.classifier 'magic'"),
+    ("io: {enabled: true, psi_low: ten}", "enforcer.io.psi_low 'ten': give a number"),
+    ("io: {devices: sda}", "enforcer.io.devices 'sda': give a list of device names"),
+    ("reclaimed_root_memory_high_ratio: 1.5", "reclaimed_root_memory_high_ratio 1.5: give a fraction in (0, 1]"),
 ])
 def test_bad_isolation_settings_exit_2_with_one_line(section, message, tmp_path, capsys):
     sysfs, cg = _fixture_copy(tmp_path)

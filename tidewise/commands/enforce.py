@@ -152,10 +152,13 @@ def read_settings(section: dict[str, Any] | None, evict: bool | None = None, io:
             raise InputError(f"config section 'enforcer': {name} must be a mapping of keys, not "
                              f"{type(nested[name]).__name__}")
     io_s = settings_from(IoSettings, nested.get("io"), "enforcer.io", **(io or {}))
-    io_s = dataclasses.replace(io_s, devices=tuple(io_s.devices or ()), exclude_devices=tuple(io_s.exclude_devices or ()))
     net_s = settings_from(NetworkSettings, nested.get("network"), "enforcer.network", **(network or {}))
     io_s.check()
     net_s.check()
+    io_s = dataclasses.replace(io_s, devices=tuple(io_s.devices), exclude_devices=tuple(io_s.exclude_devices))
+    ratio = flags.get("reclaimed_root_memory_high_ratio") or (section or {}).get("reclaimed_root_memory_high_ratio", 0.95)
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise InputError(f"enforcer.reclaimed_root_memory_high_ratio {ratio!r}: give a fraction in (0, 1]")
     return settings_from(
         EnforcerSettings, {k: v for k, v in nested.items() if k not in ("policy", "eviction", "io", "network")},
         "enforcer", policy=settings_from(PolicySettings, nested.get("policy"), "enforcer.policy"),
