@@ -53,6 +53,13 @@ class Cluster:
     online: np.ndarray  # nodes x minutes: online CPU demand
     system: np.ndarray  # nodes x minutes: daemons' CPU use
     requested: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per node: sum of online requests
+    # nodes x minutes: each minute's peak online demand (bursts inside the minute, `bursts.py`);
+    # None: no bursts, the peak is the mean
+    peak_demand: np.ndarray | None = None
+
+    @property
+    def peak(self) -> np.ndarray:
+        return self.online if self.peak_demand is None else self.peak_demand
 
     @property
     def nodes(self) -> int:
@@ -70,11 +77,15 @@ class Cluster:
     def allocatable(self) -> float:
         return self.settings.cores - self.settings.system_reserved
 
+    def service_demand(self, s: Service, shapes: np.ndarray) -> np.ndarray:
+        """One service's capped demand per minute, from the per-trace shapes (traces x T)."""
+        return np.minimum(shapes[s.trace] * s.scale, s.limit)
+
     def service_matrix(self, values_per_trace: np.ndarray) -> np.ndarray:
         """Per-trace shape values (traces x T) -> per-node sums of the services' capped demand (nodes x T)."""
         out = np.zeros((self.nodes, values_per_trace.shape[1]))
         for s in self.services:
-            out[s.node] += np.minimum(values_per_trace[s.trace] * s.scale, s.limit)
+            out[s.node] += self.service_demand(s, values_per_trace)
         return out
 
 

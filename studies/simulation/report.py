@@ -1,8 +1,9 @@
 """The simulation report: one self-contained HTML page (plots as base64 PNG, nothing fetched).
 
-Sections: the verdict against issue 6's targets, the table of every policy and sweep setting,
-utilisation over the day per policy, the shortfall-versus-utilisation frontier per policy, where
-tidewise's held-back CPU goes, and per node how often the forecast quantiles were exceeded.
+Sections: the verdict against issue 13's targets, the table of every policy and sweep setting,
+the shortfall-versus-utilisation frontier and goodput against p95 slowdown per policy (at the
+run's burst setting), utilisation over the day, what tidewise kept back and deferred, and per
+node how often the forecast quantiles were exceeded.
 """
 from __future__ import annotations
 
@@ -69,7 +70,31 @@ def plot_frontier(study: Study, budget: float) -> str:
     ax.set_ylabel(f"online shortfall, % of node-minutes (0 drawn at {floor:g})")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8, loc="upper left")
-    ax.set_title("Shortfall versus utilisation: each policy's swept settings")
+    ax.set_title(f"Shortfall versus utilisation: each policy's swept settings (bursts: {study.settings.bursts})")
+    return figure_png(fig, dpi=80)
+
+
+def plot_goodput(study: Study, budget: float) -> str:
+    """Goodput against p95 slowdown of every setting; hollow markers are over the shortfall budget."""
+    fig, ax = pyplot().subplots(figsize=(9, 4.5))
+    for r in study.results:
+        if _family(r.label) == "none" or not np.isfinite(r.slowdown_p95):
+            continue
+        ok = r.shortfall <= budget
+        colour = COLOURS.get(_family(r.label))
+        ax.plot([r.slowdown_p95], [r.goodput_core_hours], "o", color=colour, alpha=0.85,
+                markerfacecolor=colour if ok else "none")
+        ax.annotate(r.label, (r.slowdown_p95, r.goodput_core_hours), fontsize=6, alpha=0.7, xytext=(3, 3),
+                    textcoords="offset points")
+    for fam, colour in COLOURS.items():
+        if fam != "none":
+            ax.plot([], [], "o", color=colour, label=fam)
+    ax.plot([], [], "o", color="#999999", markerfacecolor="none", label=f"over the {100 * budget:g}% shortfall budget")
+    ax.set_xlabel("batch slowdown, p95 (runtime / nominal runtime)")
+    ax.set_ylabel("goodput, core-hours (batch CPU less evicted work)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(f"Goodput versus slowdown (bursts: {study.settings.bursts})")
     return figure_png(fig, dpi=80)
 
 
@@ -82,52 +107,31 @@ def _header(study: Study, c: dict[str, Any]) -> str:
     return (f"<p class='meta'>{c['nodes']} nodes x {c['cores_per_node']:g} cores ({c['allocatable_per_node']:g} "
             f"allocatable), {c['services']} online services replaying {len(c['traces'])} real traces, "
             f"requests at {_pct(c['requested_share'])} of allocatable; {study.settings.days} simulated days at "
-            f"1 minute; seed {study.settings.seed}; forecasts: model <code>{e(study.settings.forecast_model)}</code>. "
+            f"1 minute; bursts inside the minute: <b>{e(study.settings.bursts)}</b> (mean peak over the minute's mean "
+            f"{c['mean_peak_over_mean_cores']:.2f} cores per node); seed {study.settings.seed}; forecasts: model <code>{e(study.settings.forecast_model)}</code>. "
             f"No-colocation utilisation {_pct(c['no_colocation_utilisation'])}. {e(SOURCES)}</p>")
 
 
 def _targets(v: dict[str, Any]) -> list[str]:
-    """The verdict against issue 6's targets, met or missed."""
+    """The verdict against issue 13's targets, met or missed."""
     e = html.escape
-    parts = ["<h2>Targets (issue 6)</h2><ul>"]
-    if "tidewise_default" in v:
-        t = v["tidewise_default"]
-        ok = v["default_meets_utilisation"]
-        parts.append(f"<li class='{'good' if ok else 'bad'}'>tidewise (default settings): utilisation "
-                     f"{_pct(t['utilisation'])} at shortfall {_pct(t['shortfall'], 3)} — target "
-                     f"&ge; {_pct(v['utilisation_target'], 0)} at &le; {_pct(v['shortfall_budget'], 1)}: "
-                     f"{'met' if ok else 'missed'}</li>")
-    if "lead" in v:
-        ok = v["meets_lead"]
-        parts.append(f"<li class='{'good' if ok else 'bad'}'>best tidewise setting within the budget "
-                     f"(<code>{e(v['tidewise_best']['label'])}</code>, {_pct(v['tidewise_best']['utilisation'])}) vs "
-                     f"best swept baseline within the budget (<code>{e(v['best_baseline']['label'])}</code>, "
-                     f"{_pct(v['best_baseline']['utilisation'])}): lead {100 * v['lead']:+.1f} points — target "
-                     f"&ge; +{100 * v['lead_target']:.0f}: {'met' if ok else 'missed'}</li>")
+    parts = ["<h2>Targets (issue 13)</h2><p>Each family's setting with the most goodput among those within "
+             f"the {_pct(v['shortfall_budget'])} shortfall budget.</p><ul>"]
+    if "goodput_ratio" not in v:
+        parts.append("<li class='bad'>no tidewise or no baseline setting within the budget</li></ul>")
+        return parts
+    t, b, ok = v["tidewise_best"], v["best_baseline"], v["targets"]
+    rows = [("goodput", f"{t['goodput_core_hours']:.0f} vs {b['goodput_core_hours']:.0f} core-hours "
+                        f"({v['goodput_ratio']:.3f}x, target &ge; {v['goodput_target']:g}x)"),
+            ("slowdown_p95", f"p95 slowdown {t['slowdown_p95']:.2f} vs {b['slowdown_p95']:.2f} (target &le;)"),
+            ("evictions", f"evictions {t['evictions']} vs {b['evictions']} (target &le; "
+                          f"{v['eviction_target']:g}x)"),
+            ("utilisation", f"utilisation {_pct(t['utilisation'])} (target &ge; {_pct(v['utilisation_target'], 0)})")]
+    parts.append(f"<li>best tidewise <code>{e(t['label'])}</code> against best baseline <code>{e(b['label'])}</code>"
+                 "</li>")
+    for key, text in rows:
+        parts.append(f"<li class='{'good' if ok[key] else 'bad'}'>{text}: {'met' if ok[key] else 'missed'}</li>")
     parts.append("</ul>")
-    return parts
-
-
-def _equal_risk(v: dict[str, Any]) -> list[str]:
-    """Each tidewise setting within the budget against the best baseline at no more shortfall."""
-    if not v.get("equal_risk"):
-        return []
-    e = html.escape
-    parts = ["<p>At equal risk: each tidewise setting within the budget against the best katalyst or "
-             "koordinator setting whose shortfall is no higher.</p><table><tr><th>tidewise setting</th>"
-             "<th>utilisation</th><th>shortfall</th><th>best baseline at no more shortfall</th>"
-             "<th>utilisation</th><th>shortfall</th><th>lead (points)</th></tr>"]
-    for row in v["equal_risk"]:
-        if row["baseline"] is None:
-            parts.append(f"<tr><td class='k'>{e(row['tidewise'])}</td><td>{_pct(row['utilisation'])}</td>"
-                         f"<td>{_pct(row['shortfall'], 4)}</td><td colspan=4>no baseline setting this safe</td></tr>")
-            continue
-        cls = "good" if row["lead"] >= v["lead_target"] else ("bad" if row["lead"] < 0 else "")
-        parts.append(f"<tr><td class='k'>{e(row['tidewise'])}</td><td>{_pct(row['utilisation'])}</td>"
-                     f"<td>{_pct(row['shortfall'], 4)}</td><td class='k'>{e(row['baseline'])}</td>"
-                     f"<td>{_pct(row['baseline_utilisation'])}</td><td>{_pct(row['baseline_shortfall'], 4)}</td>"
-                     f"<td class='{cls}'>{100 * row['lead']:+.1f}</td></tr>")
-    parts.append("</table>")
     return parts
 
 
@@ -135,11 +139,14 @@ def _runs(runs: dict[str, dict[str, Any]]) -> list[str]:
     """Every policy and sweep setting's totals."""
     parts = ["<h2>Every policy and sweep setting</h2><table><tr><th>policy</th><th>utilisation</th>"
              "<th>shortfall (node-minutes)</th><th>nodes with shortfall</th><th>online core-hours delayed</th>"
-             "<th>batch core-hours</th><th>evictions</th><th>cores held back beyond online demand</th></tr>"]
+             "<th>goodput core-hours</th><th>lost core-hours</th><th>jobs completed</th><th>slowdown p50</th>"
+             "<th>slowdown p95</th><th>evictions</th><th>cores held back beyond online demand</th></tr>"]
     for label, r in runs.items():
         parts.append(f"<tr><td class='k'>{html.escape(label)}</td><td>{_pct(r['utilisation'])}</td>"
                      f"<td>{_pct(r['shortfall'], 4)}</td><td>{r['nodes_with_shortfall']}</td>"
-                     f"<td>{r['online_unserved_core_hours']:.2f}</td><td>{r['batch_core_hours']:.0f}</td>"
+                     f"<td>{r['online_unserved_core_hours']:.2f}</td><td>{r['goodput_core_hours']:.0f}</td>"
+                     f"<td>{r['lost_core_hours']:.0f}</td><td>{r['jobs_completed']}</td>"
+                     f"<td>{r['slowdown_p50']:.2f}</td><td>{r['slowdown_p95']:.2f}</td>"
                      f"<td>{r['evictions']}</td><td>{r['held_back_cores']:.2f}</td></tr>")
     parts.append("</table><p class='meta'>Cores held back = allocatable - batch quota - online demand, mean per "
                  "node-minute: the room each policy leaves online work beyond what it asks for. At equal shortfall, "
@@ -148,19 +155,15 @@ def _runs(runs: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def _breakdown(breakdown: dict[str, dict[str, float]]) -> list[str]:
-    """Where tidewise holds CPU back (see `runner.tidewise_breakdown`)."""
+    """What tidewise kept back (its reserve) and the jobs its forecast kept off a node."""
     if not breakdown:
         return []
     e = html.escape
-    parts = ["<h2>Where tidewise holds CPU back</h2><p>Mean cores per node-minute. What tidewise keeps "
-             "from batch is allocatable - quota = reserve + margin + its demand estimate (the forecast quantile's "
-             "peak over the window, moved by the nowcast, plus the reactive term). Against the demand "
-             "the next minute really brought, the estimate's excess splits into the day-ahead quantile's "
-             "spread over the demand, the window's peak over that quantile, the nowcast's correction and "
-             "the reactive term. Large positive terms are utilisation given up to forecast uncertainty; "
-             "the reactive term is the forecasts' misses being caught after the fact.</p><table><tr>"
-             "<th>setting</th>" + "".join(f"<th>{e(k.replace('_', ' '))}</th>"
-                                          for k in next(iter(breakdown.values()))) + "</tr>"]
+    parts = ["<h2>What tidewise kept back and deferred</h2><p>Mean reserve (cores per node-minute: the "
+             "quantile of each node's one-minute-ahead errors), jobs placed, and times the day-ahead forecast "
+             "kept a job off the cluster although some node's current quota had room for it (the job waited "
+             "for a node whose capacity is forecast to last).</p><table><tr><th>setting</th>"
+             + "".join(f"<th>{e(k.replace('_', ' '))}</th>" for k in next(iter(breakdown.values()))) + "</tr>"]
     for label, row in breakdown.items():
         parts.append(f"<tr><td class='k'>{e(label)}</td>" + "".join(f"<td>{x:.2f}</td>" for x in row.values())
                      + "</tr>")
@@ -201,13 +204,14 @@ def render_report(study: Study, details: dict[str, Any]) -> str:
     v = details["verdict"]
     parts = page_start("Tidewise colocation simulation")
     parts.append(_header(study, details["cluster"]))
-    parts += _targets(v) + _equal_risk(v) + _runs(details["runs"])
-    parts.append(f"<h2>Utilisation over the day</h2>{image(plot_daily(study))}")
+    parts += _targets(v) + _runs(details["runs"])
     parts.append(f"<h2>Shortfall versus utilisation</h2>{image(plot_frontier(study, v['shortfall_budget']))}")
+    parts.append(f"<h2>Goodput versus slowdown</h2>{image(plot_goodput(study, v['shortfall_budget']))}")
+    parts.append(f"<h2>Utilisation over the day</h2>{image(plot_daily(study))}")
     parts += _breakdown(details["tidewise_breakdown"]) + _coverage(details["forecast_coverage"])
     parts.append("<h2>Model</h2><p class='meta'>See docs/colocation-simulator.md: 1-minute control loop, quota "
                  "applied one minute after the measurement it is based on, batch throttled to its quota and evicted "
-                 "(newest first) when the quota covers under half of its requests; shortfall = a node-minute where "
-                 "online demand was not fully served while batch held CPU.</p>")
+                 "(newest first, back to the queue) when the quota covers under half of its requests; shortfall = a "
+                 "node-minute whose online peak inside the minute did not fit beside the CPU batch held.</p>")
     parts.append(PAGE_END)
     return "\n".join(parts)

@@ -19,10 +19,14 @@ from contracts.errors import InputError
 from predictor.atomic import write_text_atomic
 from predictor.types import finite_or_none
 from studies.simulation.cluster import Cluster, ClusterSettings, build_cluster
-from studies.simulation.engine import RunResult, simulate
+from studies.simulation.engine import simulate
 from studies.simulation.forecasts import (QUANTILES, forecast_coverage, forecast_series, forecast_traces,
                                           node_forecasts, node_level_forecasts, node_series)
-from studies.simulation.policies import POLICY_NAMES, NodeForecasts, Observation, Tidewise, policy_set
+from studies.simulation.bursts import SETTINGS as BURST_SETTINGS
+from studies.simulation.bursts import BurstModel, estimate, node_peaks
+from studies.simulation.catalogue import POLICY_NAMES, policy_set
+from studies.simulation.forecast_policy import Tidewise
+from studies.simulation.policies import NodeForecasts
 from studies.simulation.report import render_report
 from studies.simulation.study import Study, StudySettings, details_json
 from studies.simulation.traces import DAY_MIN, Trace, load_traces
@@ -30,34 +34,21 @@ from studies.simulation.traces import DAY_MIN, Trace, load_traces
 log = logging.getLogger(__name__)
 
 
-def tidewise_breakdown(cluster: Cluster, policy: Tidewise, result: RunResult) -> dict[str, float]:
-    """Where tidewise's held-back CPU goes, in mean cores per node-minute (see the report).
+def tidewise_breakdown(policy: Tidewise) -> dict[str, float]:
+    """What tidewise's run kept back and deferred: its mean reserve (cores per node) and the jobs the
+    forecast kept off nodes whose current quota had room for them."""
+    c = policy.counters
+    return {"mean_reserve_cores": c["reserve_sum"] / max(1, c["minutes"]),
+            "placements": float(c["placed"]), "deferred_by_forecast": float(c["deferred"])}
 
-    Replays the policy's estimate on the measured demand (which no policy changes) and splits what
-    it keeps from batch against the demand that the next minute really brought."""
-    policy.reset(cluster)
-    T, n = cluster.minutes, cluster.nodes
-    bias, miss, est = np.zeros((n, T)), np.zeros((n, T)), np.zeros((n, T))
-    zeros = np.zeros(n)
-    for t in range(T):
-        o = Observation(t, cluster.online[:, t], cluster.online[:, t], zeros, zeros)
-        b = policy.level_error(o)
-        policy.misses[:, t % policy.recent] = np.maximum(0.0, o.online_demand - (policy.now[:, t] + b))
-        bias[:, t], miss[:, t] = b, policy.misses.max(axis=1)
-        est[:, t] = np.maximum(policy.peak[:, min(t + 1, policy.peak.shape[1] - 1)] + b + miss[:, t], o.online_demand)
-    nxt = np.concatenate([cluster.online[:, 1:], cluster.online[:, -1:]], axis=1)
-    q_next = np.concatenate([policy.now[:, 1:T], policy.now[:, T - 1:T]], axis=1)
-    p_next = policy.peak[:, np.minimum(np.arange(T) + 1, policy.peak.shape[1] - 1)]
-    return {
-        "online_demand_next_minute": float(nxt.mean()),
-        "forecast_quantile_over_demand": float((q_next - nxt).mean()),
-        "window_peak_over_quantile": float((p_next - q_next).mean()),
-        "nowcast_correction": float(bias.mean()),
-        "reactive_term": float(miss.mean()),
-        "estimate_over_demand": float((est - nxt).mean()),
-        "reserve_and_margin": float(policy.s.reserved_millicpu / 1000 + policy.margin_m / 1000),
-        "batch_used": float(result.batch_by_minute.mean()),
-    }
+
+def apply_bursts(cluster: Cluster, traces: list[Trace], setting: str, seed: int) -> BurstModel:
+    """Estimate the burst model from the traces' 1-minute histories and draw each node-minute's peak."""
+    model = estimate({t.name: t.history_1min for t in traces if t.history_1min is not None}, setting)
+    shapes = np.stack([t.eval_1min[:cluster.minutes] for t in traces])
+    cluster.peak_demand = node_peaks(cluster.online, cluster.services, [t.name for t in traces],
+                                     lambda s: cluster.service_demand(s, shapes), model, seed)
+    return model
 
 
 ProgressFactory = Callable[[str, int], ContextManager[Callable[[int], None]]]
@@ -74,6 +65,8 @@ def _check(s: StudySettings) -> None:
         raise InputError(f"--nodes {s.nodes}: at least one node")
     if s.forecast_level not in ("node", "service"):
         raise InputError(f"forecast level {s.forecast_level!r}: use node or service")
+    if s.bursts not in BURST_SETTINGS:
+        raise InputError(f"--bursts {s.bursts!r}: use one of {', '.join(BURST_SETTINGS)}")
     if not 1 <= s.days <= 14:
         raise InputError(f"--days {s.days}: between 1 and 14 (each trace needs 5 history days before them)")
 
@@ -118,6 +111,7 @@ def run_study(s: StudySettings, progress: ProgressFactory | None = None) -> Stud
     traces = load_traces(s.traces, days=s.days, max_history_days=s.max_history_days, names=s.trace_names)
     cs = ClusterSettings(**{**asdict(s.cluster), "nodes": s.nodes})
     cluster = build_cluster(traces, cs, seed=s.seed, minutes=s.days * DAY_MIN)
+    bursts = apply_bursts(cluster, traces, s.bursts, s.seed)
     log.info("cluster: %d nodes, %d services from %d traces; no-colocation utilisation %.1f%%", cluster.nodes,
              len(cluster.services), len(traces), 100 * (cluster.online + cluster.system).mean() / cluster.capacity)
     nf: NodeForecasts | None = None
@@ -140,8 +134,8 @@ def run_study(s: StudySettings, progress: ProgressFactory | None = None) -> Stud
                      r.utilisation, r.shortfall, r.batch_core_hours, r.evictions)
             results.append(r)
             if isinstance(p, Tidewise) and p.knob is None:
-                breakdown[r.label] = tidewise_breakdown(cluster, p, r)
-    return Study(s, cluster, results, nf, coverage, breakdown)
+                breakdown[r.label] = tidewise_breakdown(p)
+    return Study(s, cluster, results, nf, coverage, breakdown, bursts.summary())
 
 
 def write_outputs(study: Study, out_dir: str) -> dict[str, str]:

@@ -1,5 +1,5 @@
 """One simulation study's settings and results, and what is read from them: the verdict against
-issue 6's targets and `details.json` (what the report shows, machine-readable).
+issue 13's targets and `details.json` (what the report shows, machine-readable).
 
 Both the runner (which fills a `Study`) and the report (which reads one) import this module, so
 neither imports the other.
@@ -12,9 +12,11 @@ from studies.simulation.cluster import Cluster, ClusterSettings
 from studies.simulation.engine import EngineSettings, RunResult
 from studies.simulation.policies import NodeForecasts
 
-SHORTFALL_TARGET = 0.001  # issue 6: at most 0.1% of node-minutes
+SHORTFALL_TARGET = 0.001  # at most 0.1% of node-minutes (issues 6 and 13)
 UTILISATION_TARGET = 0.65
-LEAD_TARGET = 0.05  # 5 points above the best swept baseline at that shortfall
+GOODPUT_TARGET = 1.05  # tidewise's goodput over the best baseline's, both within the budget
+EVICTION_TARGET = 0.5  # tidewise's evictions over the best baseline's
+BASELINES = ("katalyst", "koordinator")
 
 
 @dataclass
@@ -25,6 +27,7 @@ class StudySettings:
     seed: int = 0
     policy: str = "all"
     sweeps: bool = True
+    bursts: str = "calibrated"  # within-minute bursts: none | calibrated | high (bursts.py)
     forecast_model: str = "auto"  # predictor.forecasting model name; auto = per-series selection
     # node: forecast each node's online demand (node/<name>/cpu); service: forecast every trace and
     # sum the services' quantiles per node, as the serving loop sums pods' (quantiles do not add:
@@ -37,6 +40,16 @@ class StudySettings:
     engine: EngineSettings = field(default_factory=EngineSettings)
 
 
+def family(label: str) -> str:
+    return label.split("@")[0]
+
+
+def best_within_budget(results: list[RunResult], families: tuple[str, ...]) -> RunResult | None:
+    """The setting of these families with the most goodput among those within the shortfall budget."""
+    ok = [r for r in results if family(r.label) in families and r.shortfall <= SHORTFALL_TARGET]
+    return max(ok, key=lambda r: r.goodput_core_hours) if ok else None
+
+
 @dataclass
 class Study:
     settings: StudySettings
@@ -45,48 +58,33 @@ class Study:
     forecasts: NodeForecasts | None
     coverage: list[dict]
     breakdown: dict[str, dict[str, float]]
+    bursts: dict = field(default_factory=dict)  # the burst model's estimated numbers
 
     def results_json(self) -> dict:
-        return {"policies": {r.label: r.metrics() for r in self.results}}
+        setting = self.settings.bursts if self.settings is not None else "calibrated"
+        return {"bursts": setting, "policies": {r.label: r.metrics() for r in self.results}}
 
     def verdict(self) -> dict:
-        """The issue's targets, measured: tidewise's best setting within the shortfall budget vs the
-        best swept baseline within the same budget."""
-        def best(prefix: str) -> RunResult | None:
-            ok = [r for r in self.results if r.label.split("@")[0] == prefix and r.shortfall <= SHORTFALL_TARGET]
-            return max(ok, key=lambda r: r.utilisation) if ok else None
-
-        tw = next((r for r in self.results if r.label == "tidewise"), None)
-        tw_best = best("tidewise")
-        bases = [b for b in (best("katalyst"), best("koordinator")) if b is not None]
-        base = max(bases, key=lambda r: r.utilisation) if bases else None
+        """Issue 13's targets, measured: tidewise's best setting within the shortfall budget (most
+        goodput) against the best katalyst or koordinator setting within it."""
+        tw, base = best_within_budget(self.results, ("tidewise",)), best_within_budget(self.results, BASELINES)
         out: dict = {"shortfall_budget": SHORTFALL_TARGET, "utilisation_target": UTILISATION_TARGET,
-                     "lead_target": LEAD_TARGET}
+                     "goodput_target": GOODPUT_TARGET, "eviction_target": EVICTION_TARGET}
         if tw is not None:
-            out["tidewise_default"] = {"label": tw.label, **tw.metrics()}
-            out["default_meets_utilisation"] = bool(tw.utilisation >= UTILISATION_TARGET and
-                                                    tw.shortfall <= SHORTFALL_TARGET)
-        if tw_best is not None:
-            out["tidewise_best"] = {"label": tw_best.label, **tw_best.metrics()}
+            out["tidewise_best"] = {"label": tw.label, **tw.metrics()}
         if base is not None:
             out["best_baseline"] = {"label": base.label, **base.metrics()}
-        if tw_best is not None and base is not None:
-            out["lead"] = tw_best.utilisation - base.utilisation
-            out["meets_lead"] = bool(out["lead"] >= LEAD_TARGET)
-        # equal risk: each tidewise setting within the budget against the best baseline setting whose
-        # shortfall is no higher than its own
-        rows = []
-        for r in sorted((r for r in self.results if r.label.split("@")[0] == "tidewise"
-                         and r.shortfall <= SHORTFALL_TARGET), key=lambda r: r.shortfall):
-            peers = [b for b in self.results if b.label.split("@")[0] in ("katalyst", "koordinator")
-                     and b.shortfall <= r.shortfall]
-            peer = max(peers, key=lambda b: b.utilisation) if peers else None
-            rows.append({"tidewise": r.label, "utilisation": r.utilisation, "shortfall": r.shortfall,
-                         "baseline": peer.label if peer else None,
-                         "baseline_utilisation": peer.utilisation if peer else None,
-                         "baseline_shortfall": peer.shortfall if peer else None,
-                         "lead": r.utilisation - peer.utilisation if peer else None})
-        out["equal_risk"] = rows
+        if tw is None or base is None:
+            return out
+        ratio = tw.goodput_core_hours / base.goodput_core_hours if base.goodput_core_hours > 0 else float("inf")
+        out["goodput_ratio"] = ratio
+        out["targets"] = {
+            "goodput": bool(ratio >= GOODPUT_TARGET),
+            "slowdown_p95": bool(tw.slowdown_p95 <= base.slowdown_p95),
+            "evictions": bool(tw.evictions <= EVICTION_TARGET * base.evictions),
+            "utilisation": bool(tw.utilisation >= UTILISATION_TARGET),
+        }
+        out["meets_all"] = all(out["targets"].values())
         return out
 
 
@@ -99,8 +97,10 @@ def details_json(study: Study) -> dict:
             "services": len(c.services), "traces": [t.name for t in c.traces],
             "requested_share": float(c.requested.sum() / (c.allocatable * c.nodes)),
             "no_colocation_utilisation": float((c.online + c.system).mean() / c.capacity),
+            "mean_peak_over_mean_cores": float((c.peak - c.online).mean()),
             "cluster_settings": asdict(c.settings), "engine_settings": asdict(study.settings.engine),
         },
+        "bursts": study.bursts,
         "runs": {r.label: {**r.metrics(), "online_unserved_core_hours": r.online_unserved_core_hours,
                            "held_back_cores": r.held_back,
                            "nodes_with_shortfall": int((r.shortfall_by_node > 0).sum())} for r in study.results},

@@ -57,6 +57,7 @@ class Trace:
     grid_series: pd.Series  # history + evaluation days on that grid (later days' forecasts see earlier ones)
     signed: bool
     native_step: pd.Timedelta
+    history_1min: np.ndarray | None = None  # native 1-minute history values (the burst model's input)
 
     @property
     def history_days(self) -> float:
@@ -152,8 +153,9 @@ def make_trace(name: str, raw: pd.Series, days: int = 7, min_history_days: int =
     # the forecast learns the *peak* of the 1-minute demand in each step: reclaim must leave room
     # for the busiest minute, and a mean over a noisy 1-minute trace hides up to a third of it
     grid = one_min.resample(FORECAST_STEP).max()
+    native_1min = (hist_native.to_numpy() / p99) if step == MINUTE else None
     return Trace(name=name, eval_1min=eval_1min.astype("float64"), history=grid[grid.index < SIM_EPOCH],
-                 grid_series=grid, signed=signed, native_step=step)
+                 grid_series=grid, signed=signed, native_step=step, history_1min=native_1min)
 
 
 def load_traces(folder: str, days: int = 7, max_history_days: int = 21,

@@ -1,5 +1,6 @@
-"""The colocation simulator (issue 6): the engine's accounting and each policy's rule on hand-made
-clusters, then determinism and the no-colocation identity on real traces."""
+"""The colocation simulator (issues 6 and 13): the engine's accounting and the baselines' rules on
+hand-made clusters, then determinism and the no-colocation identity on real traces. The burst model
+and tidewise's policy are in test_simulation_policy.py."""
 from __future__ import annotations
 
 import math
@@ -9,27 +10,28 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autoscaler.logic.reclaim import plan_node
-from autoscaler.settings import ReclaimSettings
-from studies.simulation.batch import JobStream
+from studies.simulation.batch import SIZES, draw_jobs, mean_work
+from studies.simulation.catalogue import policy_set
 from studies.simulation.cluster import Cluster, ClusterSettings, build_cluster
 from studies.simulation.engine import EngineSettings, simulate
-from studies.simulation.policies import (Katalyst, Koordinator, NoColocation, NodeForecasts, Observation,
-                                            Tidewise, policy_set)
+from studies.simulation.policies import FirstFit, Katalyst, Koordinator, NoColocation, NodeForecasts, Observation
 from studies.simulation.traces import SIM_EPOCH, load_traces, make_trace
 from tests.conftest import SHARED_DATA, needs_shared_data
 
 TRACES = ["aiops/cpu4", "ccc/cluster14", "web/nasa95"]
+# hand-made clusters are one to four nodes for minutes: a queue this loaded fills any quota at once
+SATURATED = 20.0
 
 
-def hand_cluster(online: np.ndarray, system: float | np.ndarray = 1.0, cores: float = 32.0) -> Cluster:
+def hand_cluster(online: np.ndarray, system: float | np.ndarray = 1.0, cores: float = 32.0,
+                 peak: np.ndarray | None = None) -> Cluster:
     online = np.atleast_2d(np.asarray(online, dtype=float))
     sys_arr = np.broadcast_to(np.asarray(system, dtype=float), online.shape).copy()
     return Cluster(ClusterSettings(nodes=online.shape[0], cores=cores), [], [], online, sys_arr,
-                   np.zeros(online.shape[0]))
+                   np.zeros(online.shape[0]), peak)
 
 
-class Fixed:
+class Fixed(FirstFit):
     """A policy that offers the same quota every minute."""
 
     name = "fixed"
@@ -55,7 +57,7 @@ def test_batch_fills_what_is_offered_and_cpu_is_conserved_every_node_minute():
     rng = np.random.default_rng(3)
     online = np.clip(10 + np.cumsum(rng.normal(0, 0.8, size=(3, 600)), axis=1), 0, 40)
     cluster = hand_cluster(online, system=rng.uniform(0.3, 1.5, size=(3, 600)))
-    r = simulate(cluster, Katalyst(), seed=1, settings=EngineSettings(keep_series=True))
+    r = simulate(cluster, Katalyst(), seed=1, settings=EngineSettings(keep_series=True, batch_load=SATURATED))
     s = r.series
     total = s["online"] + s["batch"] + s["system"] + s["idle"]
     np.testing.assert_allclose(total, cluster.capacity, atol=1e-9)
@@ -84,17 +86,17 @@ def test_a_policy_that_offers_nothing_gives_the_no_colocation_figures():
 
 
 def test_demand_jump_is_short_for_exactly_the_delay_minute():
-    # a node at 5 cores of online demand jumps to 20 at minute 100; katalyst's quota follows one
+    # a node at 5 cores of online demand jumps to 20 at minute 100; koordinator's quota follows one
     # minute later, so minute 100 (and only it) is short, while batch held the CPU
     online = np.where(np.arange(200) < 100, 5.0, 20.0)[None, :]
     cluster = hand_cluster(online, system=1.0)
-    r = simulate(cluster, Katalyst(), seed=0, settings=EngineSettings(keep_series=True))
+    r = simulate(cluster, Koordinator(), seed=0, settings=EngineSettings(keep_series=True, batch_load=SATURATED))
     s = r.series
     short = np.flatnonzero(s["demand"][0] - s["online"][0] > 1e-6)
     assert short.tolist() == [100]
     assert r.shortfall == pytest.approx(1 / 200)
     # quota at minute 100 was decided on minute 99 (5 cores); at 101 on minute 100's measurements
-    assert s["quota"][0, 100] == pytest.approx(30 - 4 - max(5 * 1.25, 5.0), abs=1e-6)
+    assert s["quota"][0, 100] == pytest.approx(32 * 0.65 - 5 - 1, abs=1e-6)
     assert s["quota"][0, 101] < s["quota"][0, 100] - 5
     assert r.online_unserved_core_hours > 0
 
@@ -103,36 +105,65 @@ def test_throttling_then_eviction_newest_first():
     # 20 cores offered for an hour (jobs fill it), then 12 (throttled: 12 >= 0.5 x 20), then 4 (evicted)
     quota = lambda t: 20.0 if t < 60 else (12.0 if t < 70 else 4.0)  # noqa: E731
     cluster = hand_cluster(np.full((1, 100), 2.0), system=0.5)
-    r = simulate(cluster, Fixed(quota), seed=5, settings=EngineSettings(keep_series=True))
+    r = simulate(cluster, Fixed(quota), seed=5, settings=EngineSettings(keep_series=True, batch_load=SATURATED))
     b = r.series["batch"][0]
     assert b[30] == pytest.approx(20.0, abs=1.0)
     assert b[65] == pytest.approx(12.0)  # throttled, nobody evicted yet
     assert b[75] <= 4.0 + 1e-9
     assert r.evictions > 0
-    # the work the evicted jobs had done is lost: completed core-hours are below CPU spent on batch
-    assert r.batch_core_hours < r.series["batch"].sum() / 60
+    # the work the evicted jobs had done is lost: goodput is below the CPU spent on batch
+    assert r.batch_core_hours == pytest.approx(r.series["batch"].sum() / 60)
+    assert 0 < r.lost_core_hours and r.goodput_core_hours == pytest.approx(r.batch_core_hours - r.lost_core_hours)
 
 
 def test_eviction_removes_only_what_does_not_fit_newest_first():
     cluster = hand_cluster(np.full((1, 40), 1.0), system=0.5)
     quota = lambda t: 16.0 if t < 20 else 6.0  # noqa: E731  6 < 0.5 x 16: evict
-    es = EngineSettings(keep_series=True)
+    es = EngineSettings(keep_series=True, batch_load=SATURATED)
     r = simulate(cluster, Fixed(quota), seed=2, settings=es)
     # the survivors fill at most the new quota, and the first jobs admitted are kept
     assert r.series["batch"][0, 25] <= 6.0 + 1e-9
     assert r.series["batch"][0, 25] > 6.0 - 4.0  # no more evicted than needed (largest job is 4 cores)
 
 
-def test_job_stream_is_seeded_and_endless():
-    a, b, c = JobStream(3, seed=7, block=16), JobStream(3, seed=7, block=16), JobStream(3, seed=8, block=16)
-    a.take(np.array([40, 0, 5]))
-    b.take(np.array([40, 0, 5]))
-    sa, da = a.peek(30)
-    sb, db = b.peek(30)
-    np.testing.assert_array_equal(sa, sb)
-    np.testing.assert_array_equal(da, db)
-    assert not np.array_equal(c.peek(30)[0], JobStream(3, seed=7, block=16).peek(30)[0])
-    assert set(np.unique(sa)) <= {0.5, 1.0, 2.0, 4.0} and (da >= 5).all() and (da <= 720).all()
+def test_cluster_arrivals_are_seeded_with_the_stated_rate_and_mix():
+    a, b, c = draw_jobs(2000, 4, 30.0, seed=7), draw_jobs(2000, 4, 30.0, seed=7), draw_jobs(2000, 4, 30.0, seed=8)
+    np.testing.assert_array_equal(a.size, b.size)
+    np.testing.assert_array_equal(a.arrival, b.arrival)
+    assert not np.array_equal(a.arrival[:50], c.arrival[:50])
+    assert set(np.unique(a.size)) <= set(SIZES) and (a.duration >= 5).all() and (a.duration <= 720).all()
+    assert (np.diff(a.arrival) >= 0).all()  # in order of arrival
+    # 0.8 x 4 nodes x 30 cores of work a minute, on average
+    assert a.work.sum() / 2000 == pytest.approx(0.8 * 4 * 30, rel=0.1)
+    assert mean_work() == pytest.approx(1.575 * 49.0, rel=0.05)
+
+
+def test_shortfall_counts_the_minutes_peak_not_its_mean():
+    # 20 cores of mean demand and a fixed 8-core quota: the mean fits (1 + 20 + 8 <= 32), a 24-core
+    # peak inside minute 50 does not; the same cluster without bursts has no shortfall
+    online = np.full((1, 100), 20.0)
+    peak = online.copy()
+    peak[0, 50] = 24.0
+    flat = simulate(hand_cluster(online), Fixed(8.0), seed=0, settings=EngineSettings(batch_load=SATURATED))
+    bursty = simulate(hand_cluster(online, peak=peak), Fixed(8.0), seed=0,
+                      settings=EngineSettings(keep_series=True, batch_load=SATURATED))
+    assert flat.shortfall == 0.0
+    assert bursty.shortfall == pytest.approx(1 / 100)
+    assert bursty.series["online"][0, 50] == pytest.approx(20.0)  # the mean was served
+    assert bursty.utilisation == pytest.approx(flat.utilisation)
+
+
+def test_evicted_jobs_go_back_to_the_queue_and_restart_and_slowdown_counts_it():
+    # 25 cores, but nothing for the last 10 minutes of every 100 (every running job evicted)
+    quota = lambda t: 0.0 if t % 100 >= 90 else 25.0  # noqa: E731
+    r = simulate(hand_cluster(np.full((1, 1440), 2.0)), Fixed(quota), seed=3)
+    assert r.evictions > 0 and r.lost_core_hours > 0
+    assert r.jobs_completed > 0 and r.slowdown_p50 >= 1.0
+    # a restarted job's runtime counts from its first start: some slowdown well above 1
+    assert r.slowdown_p95 > 1.05
+    steady = simulate(hand_cluster(np.full((1, 1440), 2.0)), Fixed(25.0), seed=3)
+    assert steady.evictions == 0 and steady.slowdown_p95 == pytest.approx(1.0)
+    assert steady.jobs_completed > r.jobs_completed
 
 
 # --- each policy's rule on a hand-made case ------------------------------------------------------
@@ -172,64 +203,9 @@ def test_koordinator_rule():
     assert p.label == "koordinator@threshold=0.8"
 
 
-def flat_forecasts(nodes: int, days: int, values: dict[float, float], extra: int = 120) -> NodeForecasts:
+def flat_forecasts(nodes: int, days: int, values: dict[float, float], extra: int = 60) -> NodeForecasts:
     return NodeForecasts(tuple(values), [{q: np.full((nodes, 1440 + extra), v) for q, v in values.items()}
                                          for _ in range(days)])
-
-
-def test_tidewise_reuses_the_serving_loop_reclaim_logic():
-    cluster = hand_cluster(np.zeros((1, 1440)))
-    nf = flat_forecasts(1, 1, {0.5: 6.0, 0.95: 9.0})
-    nf.by_day[0][0.95][0, 300:330] = 14.0  # a forecast peak at 05:00
-    p = Tidewise(nf, nowcast=0)  # no level correction: exactly the serving loop's inputs
-    p.reset(cluster)
-    settings = ReclaimSettings()
-    previous = None
-    for t in range(250, 300):
-        q = p.decide(obs(t, [8.0], [8.0]))[0]
-        # the serving loop's own function, given the window's forecast peak as the node's demand
-        window = nf.by_day[0][0.95][0, t + 1:t + 61]
-        previous = plan_node("n", 30000, 2**40, window, np.zeros(1), settings, "", 60, previous=previous)
-        assert q == previous.reclaimed_millicpu / 1000
-    # the 05:00 peak entered the window at 04:00 (minute 240): 30 - 1 reserved - 14 - 1.5 margin
-    assert q == pytest.approx(30 - 1 - 14 - 1.5)
-
-
-def test_tidewise_reactive_term_adds_the_recent_forecast_miss():
-    cluster = hand_cluster(np.zeros((1, 1440)))
-    nf = flat_forecasts(1, 1, {0.5: 4.0, 0.95: 6.0})
-    p = Tidewise(nf, margin=0.0, recent=15, nowcast=0)
-    p.reset(cluster)
-    for t in range(100):  # settle the smoothing at the forecast-based value
-        p.decide(obs(t, [5.0], [5.0]))
-    settled = p.decide(obs(100, [5.0], [5.0]))[0]
-    assert settled == pytest.approx(30 - 1 - 6)
-    # demand comes in at 10, 4 cores above the q0.95 forecast: the quota drops by 4 at once
-    assert p.decide(obs(101, [10.0], [10.0]))[0] == pytest.approx(settled - 4)
-    # the miss is remembered for `recent` minutes, then forgotten (quota climbs back, step-limited)
-    for t in range(102, 116):
-        assert p.decide(obs(t, [5.0], [5.0]))[0] == pytest.approx(settled - 4)
-    assert p.decide(obs(116, [5.0], [5.0]))[0] > settled - 4
-
-
-def test_tidewise_nowcast_moves_the_forecast_by_its_measured_level_error():
-    cluster = hand_cluster(np.zeros((1, 1440)))
-    nf = flat_forecasts(1, 1, {0.5: 6.0, 0.95: 9.0})
-    p = Tidewise(nf, nowcast=60)
-    p.reset(cluster)
-    # demand runs 2 cores below the median forecast for two hours: 2 cores more for batch
-    for t in range(120):
-        q = p.decide(obs(t, [4.0], [4.0]))[0]
-    assert q == pytest.approx(30 - 1 - (9 - 2) - 1.5)
-    # it runs 2 cores above the median: the estimate rises as the hour's mean error does, to q0.95 + 2
-    for t in range(120, 240):
-        q = p.decide(obs(t, [8.0], [8.0]))[0]
-    assert q == pytest.approx(30 - 1 - (9 + 2) - 1.5)
-    off = Tidewise(nf, nowcast=0)
-    off.reset(cluster)
-    for t in range(120):
-        q_off = off.decide(obs(t, [4.0], [4.0]))[0]
-    assert q_off == pytest.approx(30 - 1 - 9 - 1.5)
 
 
 def test_policy_set_and_labels():
@@ -237,7 +213,7 @@ def test_policy_set_and_labels():
     labels = [p.label for p in policy_set("all", nf)]
     assert labels[:2] == ["none", "katalyst"]
     assert "koordinator@threshold=0.85" in labels and "katalyst@reserve=0" in labels
-    assert "tidewise" in labels and "tidewise@quantile=0.99" in labels
+    assert "tidewise" in labels and "tidewise@risk=0.001" in labels and "katalyst@reserve=1" in labels
     assert len(labels) == len(set(labels))
     with pytest.raises(ValueError):
         policy_set("tidewise", None)
@@ -344,24 +320,27 @@ def test_held_back_is_what_the_quota_leaves_beyond_online_demand():
     assert r.held_back == pytest.approx((30 - 6) / 50 + (30 - 10 - 6) * 49 / 50)
 
 
-def test_verdict_at_the_budget_and_at_equal_risk():
+def test_verdict_compares_goodput_within_the_budget():
     from studies.simulation.engine import RunResult
     from studies.simulation.study import Study
 
-    def run(label, util, short):
+    def run(label, util, short, batch, evictions, p95):
         z = np.zeros(1)
-        return RunResult(label, util, short, 1.0, 0, 0.0, 0.0, z, z, z)
+        return RunResult(label, util, short, batch, evictions, 0.0, 0.0, z, z, z, lost_core_hours=10.0,
+                         slowdown_p95=p95)
 
-    study = Study(None, None, [run("none", 0.2, 0.0), run("tidewise", 0.70, 0.00003),
-                               run("tidewise@margin=0", 0.75, 0.002), run("katalyst", 0.80, 0.0005),
-                               run("katalyst@reserve=8", 0.68, 0.00002), run("koordinator", 0.6, 0.0)], None, [], {})
-    v = study.verdict()
-    assert v["default_meets_utilisation"] is True
-    assert v["tidewise_best"]["label"] == "tidewise"  # margin=0 is over the 0.1% budget
-    assert v["best_baseline"]["label"] == "katalyst" and v["lead"] == pytest.approx(-0.10)
-    assert v["meets_lead"] is False
-    (row,) = v["equal_risk"]
-    assert row["baseline"] == "katalyst@reserve=8" and row["lead"] == pytest.approx(0.02)
+    results = [run("none", 0.2, 0.0, 0, 0, np.nan), run("tidewise", 0.70, 0.0003, 1100, 40, 1.1),
+               run("tidewise@risk=0.002", 0.78, 0.002, 1300, 30, 1.1), run("katalyst", 0.80, 0.0005, 1000, 100, 1.2),
+               run("katalyst@reserve=0", 0.90, 0.02, 1500, 10, 1.0), run("koordinator", 0.6, 0.0, 900, 50, 1.0)]
+    v = Study(None, None, results, None, [], {}).verdict()
+    assert v["tidewise_best"]["label"] == "tidewise"  # risk=0.002 is over the 0.1% budget
+    assert v["best_baseline"]["label"] == "katalyst"  # reserve=0 is over it too
+    assert v["goodput_ratio"] == pytest.approx(1090 / 990)
+    assert v["targets"] == {"goodput": True, "slowdown_p95": True, "evictions": True, "utilisation": True}
+    results[1] = run("tidewise", 0.70, 0.0003, 1030, 60, 1.3)
+    v = Study(None, None, results, None, [], {}).verdict()
+    assert v["targets"] == {"goodput": False, "slowdown_p95": False, "evictions": False, "utilisation": True}
+    assert v["meets_all"] is False
 
 
 @needs_shared_data
