@@ -128,6 +128,10 @@ class FakeTc:
             return "".join(f"class htb {cid} {'root' if p == '1:' else 'parent ' + p} "
                            f"{'' if prio is None else f'prio {prio} '}rate {r}bit ceil {c}bit burst 1600b\n"
                            for cid, (p, r, c, prio) in self.classes.items())
+        if argv[1:3] == ["-j", "filter"]:
+            return json.dumps([{"kind": "cgroup"}] if getattr(self, "cgroup_filter", False) else [])
+        if argv[1:3] == ["filter", "add"]:
+            self.cgroup_filter = True
         if argv[1:3] == ["qdisc", "replace"]:
             self.root = "htb"
         if argv[1:3] == ["class", "replace"]:
@@ -165,6 +169,14 @@ def test_tc_rereads_the_tree_every_nth_pass_and_repairs_drift():
     assert [c.new.split()[0] for c in tc.ensure(net)[0]] == ["qdisc", "class", "class", "class"]
     other = plan_network(["u1", "u2"], NetworkSettings(enabled=True, device="eth0", reclaimed_bit_rate=5 * 10**8))
     assert [c.new.split()[7] for c in tc.ensure(other)[0]] == ["1:10", "1:30"]  # a new plan: read at once
+
+
+def test_tc_classid_mode_adds_the_cgroup_filter_once():
+    net = plan_network(["u1"], NetworkSettings(enabled=True, device="eth0", classifier="classid"))
+    kernel = FakeTc()
+    first, _ = Tc(run=kernel).ensure(net)
+    assert first[-1].new == "filter add dev eth0 parent 1: protocol all prio 10 cgroup"
+    assert Tc(run=kernel).ensure(net) == ([], [])
 
 
 def test_tc_class_text_is_parsed_with_si_rates():
@@ -287,3 +299,17 @@ def test_agent_runs_isolation_and_report_steps_and_a_tc_failure_is_reported_not_
     assert res.error is None and res.topology_report == "created" and api.status["topologyZone"]
     assert any("egress not shaped" in u for u in res.report.unsupported)  # the device read failed: reported
     assert agent.reconcile_once().topology_report == "unchanged"
+
+
+def test_v1_net_cls_classid_for_pod_and_containers(two_socket):
+    batch = make_pod("batch", "reclaimed_cores", k8s_qos="BestEffort")
+    d = f"/cg/net_cls/kubepods/besteffort/pod{batch.uid}"
+    files = MemoryFiles({f"{d}/net_cls.classid": "0", f"{d}/{batch.containers[0].id}/net_cls.classid": "0"})
+    iso = plan_isolation(plan(two_socket, [batch]), [batch], None, [], None, IsolationSettings(
+        network=NetworkSettings(enabled=True, device="eth0", classifier="classid"), root_memory=False))
+    rep = EnforceReport()
+    enforce_isolation(iso, [batch], V1Driver("/cg"), files, rep)
+    assert sorted(c.path for c in rep.changes) == sorted(files.files) and set(files.files.values()) == {"65584"}
+    again = EnforceReport()
+    enforce_isolation(iso, [batch], V1Driver("/cg"), files, again)
+    assert again.changes == []
