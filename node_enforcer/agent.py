@@ -80,6 +80,7 @@ class Agent:
         self.previous: dict[str, frozenset[int]] | None = None  # None until restored
         self.last: CpuAllocation | None = None
         self._refusals_logged: set[str] = set()
+        self._io_logged: set[tuple[str, str]] = set()
 
     def _step(self, res: ReconcileResult, name: str, fn: Callable[[], T]) -> T:
         t = self.clock()
@@ -137,6 +138,10 @@ class Agent:
         psi = self.read_io_psi() if self.s.io.enabled else None
         iso = plan_isolation(alloc, pods, reclaim, self.devices, psi, self.s.isolation(), self.s.policy)
         res.isolation = iso
+        for p in iso.io:  # a malformed I/O annotation: once per pod and problem, not every pass
+            if p.problem and (p.uid, p.problem) not in self._io_logged:
+                self._io_logged.add((p.uid, p.problem))
+                log.warning("pod %s: %s", p.key, p.problem, extra={"pod": p.key})
         assert res.report is not None
         enforce_isolation(iso, pods, self.driver, self.files, res.report)
         if iso.net is not None and self.tc is not None:

@@ -313,3 +313,18 @@ def test_v1_net_cls_classid_for_pod_and_containers(two_socket):
     again = EnforceReport()
     enforce_isolation(iso, [batch], V1Driver("/cg"), files, again)
     assert again.changes == []
+
+
+def test_a_malformed_io_annotation_is_logged_once_and_never_stops_the_agent(two_socket, caplog):
+    from node_enforcer.agent import Agent
+    from node_enforcer.settings import EnforcerSettings
+
+    batch = make_pod("batch", "reclaimed_cores", k8s_qos="BestEffort")
+    batch = type(batch)(**{**batch.__dict__, "annotations": {**batch.annotations, IO_ANNOTATION: "{oops"}})
+    s = EnforcerSettings(node="n1", checkpoint="", io=IoSettings(enabled=True, read_bps=MiB))
+    agent = Agent(s, two_socket, lambda: [batch], V2Driver("/cg"), _tree_v2(batch), devices=[VDA])
+    first, second = agent.reconcile_once(), agent.reconcile_once()
+    assert first.error is None and first.isolation.io[0].problem.startswith(f"{IO_ANNOTATION} is not JSON")
+    assert first.isolation.io[0].limits[0].read_bps == MiB  # the settings' limit still applies
+    assert second.report.changes == []
+    assert sum("is not JSON" in r.message for r in caplog.records) == 1
