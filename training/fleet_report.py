@@ -7,6 +7,7 @@ from predictor.errors import InputError
 from predictor.forecasting import ForecastRequest
 from predictor.registry import load_recent, load_version
 from predictor.serving import forecast_version
+from training.decision_time import summary_lines
 from training.report import render_report
 
 
@@ -69,6 +70,9 @@ def write_registry_report(registry_dir: str, out: str, *, input_path: str | None
             f"{reg.manifest['data_window']['end']}, {len(rows)} series; median skill "
             f"{pd.Series(skills).median() if skills else float('nan'):.3f}, mean coverage "
             f"{pd.Series(covs).mean() if covs else float('nan'):.3f}")
+    decision = summary_lines((reg.manifest.get("training") or {}).get("decision_time") or {})
+    if decision:  # the decision-time models' backtest against the day-ahead forecast (training/decision_time.py)
+        meta += ". " + "; ".join(decision)
     render_report(out, history, forecasts, profiles, title="Tidewise forecast report", fleet=rows, meta=meta,
                   max_plots=max_plots)
     fell = sum(1 for r in rows if r.get("fallback"))

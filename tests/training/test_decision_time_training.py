@@ -49,6 +49,16 @@ def test_train_stores_backtested_decision_time_models(trained):
     assert len(lines) == 2 and "vs day-ahead" in lines[0] and "peak of the next 1h" in lines[0]
 
 
+def test_the_report_shows_the_decision_time_backtest(trained, tmp_path):
+    from training.fleet_report import write_registry_report
+
+    _, path, _ = trained
+    out = tmp_path / "report.html"
+    write_registry_report(str(path), str(out), max_plots=1)
+    html = out.read_text()
+    assert "decision-time vpa (peak of the next 1h, hgb): held-out pinball" in html and "vs day-ahead" in html
+
+
 def test_train_without_decision_time_stores_none(tmp_path):
     train(small_history(), str(tmp_path), settings(enabled=False))
     reg = load_version(str(tmp_path))
