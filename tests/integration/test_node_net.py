@@ -74,6 +74,16 @@ def link(request):
     return ns, host
 
 
+def _net_prio_mount():
+    """Where the v1 net_prio hierarchy is mounted already, or None."""
+    with open("/proc/self/mounts") as fh:
+        for line in fh:
+            _, path, fstype, options = line.split()[:4]
+            if fstype == "cgroup" and "net_prio" in options.split(","):
+                return path
+    return None
+
+
 @pytest.fixture
 def cgroot(tmp_path, request):
     """A v1 root folder: the machine's cpuset/cpu/memory hierarchies plus our own net_prio mount."""
@@ -81,8 +91,8 @@ def cgroot(tmp_path, request):
     root.mkdir()
     for ctl in ("cpuset", "cpu", "memory"):
         (root / ctl).symlink_to(os.path.join(V1_ROOT, ctl))
-    existing = os.path.join(V1_ROOT, "net_prio")
-    if os.path.ismount(existing):
+    existing = _net_prio_mount()
+    if existing:  # e.g. systemd's hybrid /sys/fs/cgroup/net_cls,net_prio: use it, mount nothing
         (root / "net_prio").symlink_to(existing)
         return str(root)
     (root / "net_prio").mkdir()
