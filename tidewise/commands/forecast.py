@@ -27,6 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--registry", metavar="DIR", help="use the trained models in this registry instead of fitting on the input")
     p.add_argument("--registry-key", metavar="FILE", help="HMAC key file: refuse registry versions not signed with it")
     p.add_argument("--model", default="auto", help="auto (default: chosen per series) or one model name")
+    p.add_argument("--dask-scheduler", metavar="ADDRESS",
+                   help="forecast in shards on this Dask scheduler (tcp://host:8786); with --registry every worker "
+                        "must see the registry at the same path")
+    p.add_argument("--shard-size", type=int, default=500, metavar="N", help="series per Dask task (default 500)")
     p.add_argument("--origin", help="first forecast timestamp (default: latest input timestamp + step)")
     p.add_argument("--allow-negative", action="store_true", default=None,
                    help="accept negative values in every series (default: only in series that are signed throughout)")
@@ -148,15 +152,7 @@ def run(args: argparse.Namespace) -> int:
     req = ForecastRequest(horizon=horizon, step=step, quantiles=quantiles, model=args.model, origin=origin)
     if args.registry_key and not args.registry:
         raise InputError("--registry-key is only used with --registry DIR")
-    if args.registry:
-        from predictor.registry import read_key
-        from predictor.serving import forecast_with_registry
-
-        key = read_key(args.registry_key) if args.registry_key else None
-        forecasts = forecast_with_registry(args.registry, history, req, key=key)
-    else:
-        with progress("forecasting", len(history.series)) as advance:
-            forecasts = forecast_history(history, req, progress=advance)
+    forecasts = _forecasts(args, history, req)
     frame = forecasts_to_frame(forecasts)
     write_long(frame, args.output)
     models = frame.groupby("model")["series"].nunique().to_dict() if len(frame) else {}
@@ -169,3 +165,22 @@ def run(args: argparse.Namespace) -> int:
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     return 0
+
+
+def _forecasts(args: argparse.Namespace, history, req) -> list:
+    """On a Dask cluster (--dask-scheduler), from the registry, or fitted here on the input."""
+    from predictor.forecasting import forecast_history
+    from tidewise.progress import progress
+
+    if getattr(args, "dask_scheduler", None):
+        from tidewise.dask_cluster import forecast_on_cluster
+
+        return forecast_on_cluster(args, history, req)
+    if args.registry:
+        from predictor.registry import read_key
+        from predictor.serving import forecast_with_registry
+
+        key = read_key(args.registry_key) if args.registry_key else None
+        return forecast_with_registry(args.registry, history, req, key=key)
+    with progress("forecasting", len(history.series)) as advance:
+        return forecast_history(history, req, progress=advance)

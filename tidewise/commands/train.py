@@ -42,7 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--folds", type=int, default=3, help="backtest days per series (default 3)")
     p.add_argument("--last", default="28d", help="history window for --source prometheus|synthetic (default 28d)")
     p.add_argument("--jobs", type=int, default=1, help="joblib processes for the per-series backtests (default 1; -1 = all cores)")
-    p.add_argument("--dask-scheduler", metavar="ADDRESS", help="fan the backtests out on this Dask scheduler (tcp://host:8786)")
+    p.add_argument("--dask-scheduler", metavar="ADDRESS",
+                   help="train in shards on this Dask scheduler (tcp://host:8786): each shard plans its incremental "
+                        "refits, backtests and chooses on a worker; one line per finished shard")
+    p.add_argument("--shard-size", type=int, default=500, metavar="N", help="series per Dask task (default 500)")
     p.add_argument("--full", action="store_true", help="refit every series (default: incremental)")
     p.add_argument("--no-global", action="store_true", help="leave the global GBM out of the candidates")
     p.add_argument("--serving-history", default="8d", metavar="DURATION",
@@ -105,6 +108,9 @@ def train_once(args: argparse.Namespace) -> int:
         raise InputError(f"--folds {args.folds}: at least 1 backtest day is needed")
     if args.jobs == 0:
         raise InputError("--jobs 0: use 1 (in-process), N processes, or -1 for all cores")
+    from tidewise.dask_cluster import check_shard_size, dask_client
+
+    shard_size = check_shard_size(args)
     serving_history = parse_duration(args.serving_history, what="--serving-history")
     if serving_history < step:
         raise InputError(f"--serving-history {args.serving_history}: shorter than --step {args.step}; "
@@ -123,25 +129,12 @@ def train_once(args: argparse.Namespace) -> int:
     settings = TrainSettings(quantiles=parse_quantiles(args.quantiles), folds=args.folds, jobs=args.jobs,
                              incremental=not args.full, use_global=not args.no_global,
                              serving_history=serving_history, key=key, decision_time=decision_settings(args))
-    client = None
-    if args.dask_scheduler:
-        try:
-            from dask.distributed import Client
-        except ImportError:
-            raise InputError("--dask-scheduler needs dask.distributed: pip install 'tidewise[dask]'") from None
-        try:
-            client = Client(args.dask_scheduler, timeout="10s")
-        except OSError as exc:
-            from contracts.errors import SourceError
-
-            raise SourceError(f"--dask-scheduler {args.dask_scheduler}: cannot connect ({exc})") from None
     t = time.perf_counter()
-    try:
-        with progress("training", len(history.series)) as advance:
-            result = train(history, args.registry, settings, dask_client=client, progress=advance)
-    finally:
-        if client is not None:
-            client.close()
+    with dask_client(args.dask_scheduler) as client, progress("training", len(history.series)) as advance:
+        if client is None:
+            result = train(history, args.registry, settings, progress=advance)
+        else:
+            result = train_on_cluster(history, args.registry, settings, client, shard_size, advance)
     models = ", ".join(f"{k} {v}" for k, v in result.models.items())
     print(f"trained {len(result.refitted)} series, carried {len(result.carried)} forward "
           f"(global model {'refitted' if result.global_refit else 'carried'}) in {time.perf_counter() - t:.0f} s "
@@ -151,6 +144,20 @@ def train_once(args: argparse.Namespace) -> int:
     for series, why in sorted(result.failed.items())[:10]:
         print(f"warning: {series}: backtest failed ({why}); stored the no-backtest default", file=sys.stderr)
     return 0
+
+
+def train_on_cluster(history, registry: str, settings, client, shard_size: int, advance):
+    """`--dask-scheduler`: the history in shards of `shard_size` series, trained on the workers;
+    the global model (unless --no-global) is fitted here first, on every series."""
+    from tidewise.dask_cluster import shard_printer
+    from training.sharded import fit_global_models, split_history, train_sharded
+
+    if settings.decision_time.enabled:
+        print("note: a sharded run fits no decision-time models (they learn from the whole fleet at once); "
+              "serve decides from the day-ahead forecast for this version", file=sys.stderr)
+    shards = split_history(history, shard_size)
+    return train_sharded(shards, registry, settings, client, step=history.step,
+                         global_models=fit_global_models(history, settings), progress=shard_printer(len(shards), advance))
 
 
 def decision_settings(args: argparse.Namespace):
