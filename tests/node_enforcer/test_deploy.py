@@ -34,7 +34,8 @@ def test_validation_is_real():
 def test_least_privilege():
     docs = {d["kind"]: d for d in _docs()}
     rules = sorted((tuple(r["apiGroups"]), tuple(r["resources"]), tuple(r["verbs"])) for r in docs["ClusterRole"]["rules"])
-    assert rules == [(("",), ("nodes",), ("get",)), (("",), ("pods",), ("list",)),
+    # list then watch (the informer), get for --no-watch
+    assert rules == [(("",), ("nodes",), ("get", "list", "watch")), (("",), ("pods",), ("list", "watch")),
                      (("",), ("pods/eviction",), ("create",)),
                      (("node.katalyst.kubewharf.io",), ("customnoderesources",), ("get", "create")),
                      (("node.katalyst.kubewharf.io",), ("customnoderesources/status",), ("patch",))]
