@@ -119,8 +119,9 @@ def run(args: argparse.Namespace) -> int:
 
     from contracts.errors import InputError
     from predictor.durations import parse_duration
-    from predictor.forecasting import ForecastRequest, forecast_history, forecasts_to_frame
-    from predictor.history import load_history, write_long
+    from predictor.forecast_output import summary, write_forecasts
+    from predictor.forecasting import ForecastRequest, forecast_history
+    from predictor.history import load_history
     from predictor.models import MODELS
     from tidewise.paths import check_output_path, existing_registry, input_file
     from tidewise.progress import progress
@@ -153,12 +154,11 @@ def run(args: argparse.Namespace) -> int:
     if args.registry_key and not args.registry:
         raise InputError("--registry-key is only used with --registry DIR")
     forecasts = _forecasts(args, history, req)
-    frame = forecasts_to_frame(forecasts)
-    write_long(frame, args.output)
-    models = frame.groupby("model")["series"].nunique().to_dict() if len(frame) else {}
+    write_forecasts(forecasts, args.output)
+    first, models = summary(forecasts)
     gaps = sum(1 for g in history.gaps.values() if g.missing_steps)
     print(
-        f"forecast {len(forecasts)} series x {req.steps} steps from {frame['timestamp'].min()} -> {args.output} "
+        f"forecast {len(forecasts)} series x {req.steps} steps from {first} -> {args.output} "
         f"(models: {', '.join(f'{k} {v}' for k, v in sorted(models.items()))}; series with gaps: {gaps})",
         file=sys.stderr,
     )
