@@ -19,7 +19,7 @@ eligible (when none is, the one violating least serves). Pure: nothing here read
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Collection, Sequence
 
 import numpy as np
 import pandas as pd
@@ -67,24 +67,31 @@ class Choice:
 
 
 def candidates(fc: Forecast, window_steps: int, past: pd.Series, now: pd.Timestamp, settings: VpaSettings,
-               label: str) -> list[Candidate]:
-    """Every competitor's request at `now`: the forecast at the settings' point (named DEFAULT) and at
-    each `cost_forecast_points` (quantile, margin), the stock VPA rule and the flat percentile, from
-    `past` (samples before `now`). Non-finite requests are left out."""
-    out = [Candidate(DEFAULT, window_max(fc, settings.quantile, window_steps) * (1 + settings.margin), label,
-                     settings.quantile, settings.margin, settings.window)]
+               label: str, only: Collection[str] | None = None) -> list[Candidate]:
+    """Every competitor's request at `now` (or those named in `only`: `CostLedger.needed`): the
+    forecast at the settings' point (named DEFAULT) and at each `cost_forecast_points` (quantile,
+    margin), the stock VPA rule and the flat percentile, from `past` (samples before `now`).
+    Non-finite requests are left out."""
+    def want(name: str) -> bool:
+        return only is None or name in only
+
+    out = []
+    if want(DEFAULT):
+        out.append(Candidate(DEFAULT, window_max(fc, settings.quantile, window_steps) * (1 + settings.margin), label,
+                             settings.quantile, settings.margin, settings.window))
     for q, m in settings.cost_forecast_points:
-        if (q, m) != (settings.quantile, settings.margin):
+        if (q, m) != (settings.quantile, settings.margin) and want(f"q{q:g}+{m:.0%}"):
             out.append(Candidate(f"q{q:g}+{m:.0%}", window_max(fc, q, window_steps) * (1 + m), label, q, m,
                                  settings.window))
-    stock = past[past.index >= now - STOCK_WINDOW].dropna()
+    stock = past[past.index >= now - STOCK_WINDOW].dropna() if want("stock") else past[:0]
     if len(stock):
         ages = (now - stock.index).total_seconds().to_numpy() / 3600.0
         out.append(Candidate("stock", vpa_default_request(stock.to_numpy(), ages), "stock VPA histogram (24h half-life)",
                              0.9, 0.15, "8d"))
-    flat = past[past.index >= now - FLAT_WINDOW].dropna()
+    flat_name = f"flat p{settings.cost_flat_quantile * 100:g}"
+    flat = past[past.index >= now - FLAT_WINDOW].dropna() if want(flat_name) else past[:0]
     if len(flat):
-        out.append(Candidate(f"flat p{settings.cost_flat_quantile * 100:g}",
+        out.append(Candidate(flat_name,
                              float(np.quantile(flat.to_numpy(), settings.cost_flat_quantile)), "flat percentile",
                              settings.cost_flat_quantile, 0.0, "7d"))
     return [c for c in out if np.isfinite(c.value) and c.value >= 0]
@@ -134,6 +141,14 @@ class CostLedger:
             rows[hour] = {c.name: c.value for c in found}
             for old in [t for t in rows if t < now - keep]:
                 del rows[old]
+
+    def needed(self, key: str, now: pd.Timestamp) -> set[str] | None:
+        """The candidates worth computing at `now`: all (None) while this hour is unrecorded or today's
+        choice is not made, else only the one serving (a serve run every minute computes one, not five)."""
+        day, choice = self.chosen.get(key, (None, None))
+        if now.floor(RECORD_EVERY) not in self.requests.get(key, {}) or day != now.floor(DAY):
+            return None
+        return {choice.name if choice else DEFAULT}
 
     def table(self, key: str, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:
         """Requests recorded in [start, end): one row per hour, one column per candidate."""

@@ -94,7 +94,8 @@ def decide_vpa(inp: VpaInputs, settings: VpaSettings) -> VpaDecision:
             cand, why = None, None
             if settings.choose_by_cost and inp.ledger is not None:
                 y = inp.history.series[sid]
-                found = candidates(fc, window, y[y.index < inp.now], inp.now, settings, label)
+                found = candidates(fc, window, y[y.index < inp.now], inp.now, settings, label,
+                                   inp.ledger.needed(sid, inp.now))
                 cand, why = serve_choice(choose_by_cost(inp.ledger, sid, found, y, inp.now, settings), found)
             rec = recommend_resource(fc, res, inp.replicas, settings, window, safe, policy, memory_peak=peak,
                                      model_label=label, oom_memory=oom, raw_total=cand.value if cand else None)

@@ -30,7 +30,8 @@ class ReplayChooser:
     ledger: CostLedger = field(default_factory=CostLedger)
 
     def _found(self, y: pd.Series, t: pd.Timestamp, fc: Forecast) -> list[Candidate]:
-        return candidates(fc, self.window_steps, y[y.index < t], t, self.settings, fc.model)
+        return candidates(fc, self.window_steps, y[y.index < t], t, self.settings, fc.model,
+                          self.ledger.needed(self.key, t))
 
     def warm_up(self, y: pd.Series, start: pd.Timestamp, forecasts: Forecasts, every: pd.Timedelta,
                 horizon: pd.Timedelta) -> None:

@@ -8,10 +8,13 @@ from typing import Any, Sequence
 import pandas as pd
 
 from predictor.atomic import write_text_atomic
-from training.pages import PAGE_END, figure_png, page_start, plot_blocks, pyplot, table
+from training.pages import PAGE_END, figure_png, image, page_start, plot_blocks, pyplot, table
 
 SHOWN = pd.Timedelta(days=7)  # a week shows the daily tide and the weekly dip
 MAX_PLOTS = 100
+TRADEOFF_NOTE = ("Each reference run at other settings traces its curve (stock VPA: percentiles 0.8-0.99, one line "
+                 "each, margins 1.0-1.4 along it; reactive HPA: target utilisations 0.75-0.45, scored against the "
+                 "real target). A policy below the curve is better at equal cost; perfect foresight shows what is left.")
 
 
 def plot_lines(title: str, lines: Sequence[tuple[str, pd.Series, dict]], ylabel: str) -> str:
@@ -35,12 +38,14 @@ def _cell(v: Any) -> str:
 
 
 def render(path: str, title: str, summary: Sequence[dict[str, Any]], per_series: Sequence[dict[str, Any]],
-           plots: Sequence[tuple[str, str]], meta: str, total: int | None = None) -> None:
+           plots: Sequence[tuple[str, str]], meta: str, total: int | None = None, tradeoff: str | None = None) -> None:
     """summary: rows of the totals table; per_series: one row per series; plots: (caption, png) of
-    the first series (`total` of them in all)."""
+    the first series (`total` of them in all); tradeoff: the trade-off figure (png), when drawn."""
     parts = page_start(title, meta)
-    parts += ["<h2>Summary</h2>", table(summary, _cell), "<h2>Per series</h2>", table(per_series, _cell),
-              "<h2>Series</h2>"]
+    parts += ["<h2>Summary</h2>", table(summary, _cell)]
+    if tradeoff:
+        parts += ["<h2>Trade-off</h2>", f"<p>{html.escape(TRADEOFF_NOTE)}</p>", image(tradeoff, "trade-off curves")]
+    parts += ["<h2>Per series</h2>", table(per_series, _cell), "<h2>Series</h2>"]
     parts += plot_blocks([(caption, png, html.escape(caption)) for caption, png in plots], total)
     parts.append(PAGE_END)
     write_text_atomic(path, "\n".join(parts))

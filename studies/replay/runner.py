@@ -18,7 +18,9 @@ from studies.replay.decision_time import BACKEND, DecisionTimeForecaster, Decisi
 from studies.replay.decisions import STEP, DailyChoiceForecaster, replay_hpa, replay_vpa_decisions, replay_vpa_default
 from studies.replay.inputs import ReplayInput
 from studies.replay.report import MAX_PLOTS, plot_lines, render
+from training.pages import figure_png, pyplot
 from studies.replay.scores import request_in_force
+from studies.replay.tradeoff import Curves, hpa_series_curves, mean_curves, plot_tradeoff, vpa_series_curves
 
 MINUTE = pd.Timedelta("1min")
 VPA_COLUMNS = ["series", "timestamp", "target", "lower_bound", "upper_bound"]
@@ -83,7 +85,7 @@ def replay_hpa_series(key: str, y: pd.Series, data: ReplayInput, s: ReplaySettin
         demand, per, r0, target_utilization=s.target_utilization, tolerance=s.tolerance,
         stabilization_minutes=s.stabilization_minutes, startup_minutes=int(-(-s.startup // MINUTE)))
     result = {"minutes": minutes, "demand": demand, "floor": floor, "serving": serving, "reference": reactive,
-              "per": per}
+              "per": per, "before": y[y.index < start].iloc[-12:]}
     return result, pd.DataFrame({"series": key, "timestamp": minutes, "replicas": serving.astype(int)})
 
 
@@ -95,7 +97,8 @@ def replay_vpa_series(key: str, y: pd.Series, data: ReplayInput, s: ReplaySettin
     resource = "memory" if key.rsplit("/", 1)[-1] == "memory" else "cpu"
     dec = replay_vpa_decisions(y, start, end, s.vpa, fc, s.every, resource=resource, oom=data.oom.get(key))
     use = y[(y.index >= start) & (y.index < end)]
-    result = {"usage": use, "decisions": dec, "reference": replay_vpa_default(y, start, end, s.every).reindex(use.index)}
+    result = {"usage": use, "decisions": dec, "reference": replay_vpa_default(y, start, end, s.every).reindex(use.index),
+              "history": y[y.index < end], "start": start, "end": end}
     return result, dec.drop(columns="reason").assign(series=key)
 
 
@@ -136,9 +139,30 @@ def series_plot(key: str, r: dict[str, Any], s: ReplaySettings) -> str:
     return plot_lines(key, lines, "replicas")
 
 
+def tradeoff_curves(s: ReplaySettings, result: dict[str, dict[str, Any]]) -> Curves:
+    """The reference's trade-off curve, perfect foresight and Tidewise's point, averaged over the
+    replayed series (`studies.replay.tradeoff`)."""
+    if s.kind == "vpa":
+        return mean_curves([vpa_series_curves(r["history"], r["start"], r["end"], r["usage"], request_in_force(r))
+                            for r in result.values()])
+    startup = int(-(-s.startup // MINUTE))
+    return mean_curves([hpa_series_curves(r, r["before"], s.target_utilization, s.tolerance, s.stabilization_minutes,
+                                          startup) for r in result.values()])
+
+
+def tradeoff_png(curves: Curves, kind: str) -> str:
+    """The trade-off figure as base64 PNG."""
+    fig, ax = pyplot().subplots(figsize=(7, 4.2))
+    plot_tradeoff(ax, curves, "Tidewise against the " + ("stock VPA's curve" if kind == "vpa" else "reactive HPA's curve")
+                  + " (mean over series; lower-left is better)")
+    return figure_png(fig)
+
+
 def write_report(path: str, s: ReplaySettings, result: dict[str, dict[str, Any]], summary: list[dict[str, Any]],
                  per_series: list[dict[str, Any]], input_path: str, progress: Progress) -> None:
-    """The HTML report: scores, then one plot for each of the first MAX_PLOTS series."""
+    """The HTML report: scores and the trade-off figure, then one plot for each of the first
+    MAX_PLOTS series."""
+    tradeoff = tradeoff_png(tradeoff_curves(s, result), s.kind) if result else None
     plots = []
     keys = list(result)[:MAX_PLOTS]
     with progress("plotting report", len(keys)) as advance:
@@ -147,4 +171,5 @@ def write_report(path: str, s: ReplaySettings, result: dict[str, dict[str, Any]]
             advance(1)
     meta = (f"{len(result)} series from {input_path}; the last 7 days are plotted; each decision uses only "
             "data before its time (model chosen each UTC midnight, refitted hourly).")
-    render(path, f"Tidewise replay — {s.kind.upper()}", summary, per_series, plots, meta, total=len(result))
+    render(path, f"Tidewise replay — {s.kind.upper()}", summary, per_series, plots, meta, total=len(result),
+           tradeoff=tradeoff)

@@ -121,3 +121,18 @@ def test_serve_decides_with_the_chosen_candidate_and_says_so():
     assert "forecast 2.50 (over the violation budget)" in rec.reason.steps[0]
     off = decide(end, VpaSettings(quantile=0.9, margin=0.0, window="1h"))
     assert off.target == 500 and not any("chosen" in s for s in off.reason.steps)
+
+
+def test_within_a_recorded_hour_only_the_serving_candidate_is_computed():
+    ledger = CostLedger()
+    usage = _usage(3, level=1.5)
+    found = [cand(DEFAULT, 1.0), cand("stock", 2.0)]
+    for t in pd.date_range(T0 - pd.Timedelta("2D"), T0, freq="1h"):
+        assert ledger.needed("s", t) is None  # a new hour: every candidate is recorded
+        choose_by_cost(ledger, "s", found, usage, t, S)
+    assert ledger.needed("s", T0 + pd.Timedelta("1min")) == {"stock"}
+    assert ledger.needed("s", T0 + pd.Timedelta("1h")) is None
+    idx = pd.date_range(T0, periods=12, freq="5min")
+    fc = Forecast("s", idx, (0.9,), np.full((12, 1), 1.0), "m")
+    only = candidates(fc, 12, usage[usage.index < T0], T0, S, "m", only={"stock"})
+    assert [c.name for c in only] == ["stock"]

@@ -90,7 +90,8 @@ def test_predictive_floor_cuts_over_target_minutes_on_a_tide(tmp_path):
     r = run_cli("replay", "hpa", "--input", str(inp), "--output", str(out), "--report", str(rep), *MODEL)
     assert r.returncode == 0, r.stderr
     page = rep.read_text()
-    assert page.count("<img") == 1 and "reactive HPA" in page and "https://" not in page
+    # the series plot and the trade-off figure (issue 12 item 6)
+    assert page.count("<img") == 2 and "<h2>Trade-off</h2>" in page and "reactive HPA" in page and "https://" not in page
     from tests.chromium import console_errors, plot_pixels, screenshot
 
     shot = str(tmp_path / "shot.png")
