@@ -19,6 +19,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from predictor.batched import batchable, forecast_seasonal_naive
 from predictor.calibration import apply_shifts
 from predictor.history import History
 from predictor.models import MODELS, DecayingHistogram, Forecaster
@@ -214,8 +215,10 @@ def forecast_history(
     reqs = series_requests(history, req)
     out = []
     if req.model != "auto":
+        # seasonal naive: the series that need no per-series care are forecast as one array
+        batch = forecast_seasonal_naive(req.model, history.series, reqs, req.step) if batchable(req.model) else {}
         for key, y in history.series.items():
-            out.append(forecast_series(key, y, reqs[key]))
+            out.append(batch.get(key) or forecast_series(key, y, reqs[key]))
             if progress:
                 progress(1)
         return out
