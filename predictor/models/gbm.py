@@ -1,14 +1,15 @@
-"""Gradient-boosted quantile regression on the direct features (scikit-learn's
-HistGradientBoostingRegressor, one model per quantile).
+"""Gradient-boosted quantile regression on the direct features, one model per quantile: LightGBM
+or scikit-learn's HistGradientBoostingRegressor (`backend`).
 
 `GlobalGBM` is trained across many series at once on scaled values (`fit_many`) and then
 forecasts any series from its own recent past without refitting (`predict_series`): that is what
 makes 10,000+ series affordable — one fit for the fleet, then only feature building per series.
 `GBM` is the same model fitted on one series (DESIGN.md: ~3–4 s per series, so not the default).
 
-A fitted model is kept as plain data (`QuantileTrees`: node arrays and a baseline per quantile),
-not as scikit-learn objects, so that the registry stores it as JSON + NumPy arrays that cannot run
-code when loaded (`to_arrays` / `from_arrays`; docs/forecasting.md, "Registry format and trust").
+A fitted model is kept as plain data (`predictor.models.trees`: scikit-learn's node arrays, or
+LightGBM's text dump), never as a pickled estimator, so that the registry stores it as JSON + NumPy
+arrays that cannot run code when loaded (`to_arrays` / `from_arrays`; docs/forecasting.md,
+"Registry format and trust").
 """
 from __future__ import annotations
 
@@ -20,125 +21,23 @@ import pandas as pd
 from predictor.durations import DAY, to_timedelta
 from predictor.features.direct import FEATURE_NAMES, context_of, direct_features, training_rows
 from predictor.models.base import Forecaster, check_series, infer_step, non_crossing
+from predictor.models.trees import BoosterText, QuantileTrees, _threads
 
 ARRAYS_FORMAT = "tidewise-quantile-trees/1"  # bump when the layout of to_arrays changes
-# What prediction from raw features reads of a node; the other fields of scikit-learn's node record
-# (count, gain, depth, bin_threshold) are kept for inspection and may be absent in other versions.
-PREDICT_FIELDS = ("value", "feature_idx", "num_threshold", "missing_go_to_left", "left", "right", "is_leaf",
-                  "is_categorical", "bitset_idx")
-
-
-def _threads(n: int | None):
-    """Cap OpenMP threads: on a shared 2-core machine an unbounded pool oversubscribes and one fit
-    runs ~10x slower (measured here: 24 s -> 2.9 s for the same 16k-row fit). None = no cap; fan
-    out across series with processes (joblib, Dask) instead."""
-    import contextlib
-
-    if n is None:
-        return contextlib.nullcontext()
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=n, user_api="openmp")
+BACKENDS = ("hgb", "lightgbm")
 
 
 def _step_of(y: pd.Series) -> pd.Timedelta:
     return pd.Timedelta(y.index.freq) if y.index.freq is not None else infer_step(y.index)
 
 
-def _omp_threads(n: int | None) -> int:
-    """Threads of one tree pass: scikit-learn's own rule (respects the `_threads` cap and cgroup
-    CPU quotas), or 1 where that private helper is gone."""
-    try:
-        from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
-    except ImportError:
-        return 1
-    return int(_openmp_effective_n_threads(n))
-
-
-class QuantileTrees:
-    """One fitted quantile model as plain data: a baseline plus trees whose nodes are concatenated
-    into one array per field (`offsets[i]:offsets[i+1]` are tree i's nodes, children indexed
-    within their tree). Predicting adds the trees to the baseline in fitting order with
-    scikit-learn's compiled tree walker, exactly as `HistGradientBoostingRegressor.predict` does,
-    so the values are bit-identical to the estimator's (tests/predictor/test_registry_format.py).
-
-    The constructor checks the structure (children after their parent and inside their tree,
-    feature indices in range, no categorical splits): the tree walker does not bound-check, and
-    arrays read from disk must not be able to make it read outside them or loop forever.
-    """
-
-    def __init__(self, baseline: np.ndarray, fields: Mapping[str, np.ndarray], offsets: np.ndarray,
-                 n_features: int):
-        from sklearn.ensemble._hist_gradient_boosting.common import PREDICTOR_RECORD_DTYPE
-        from sklearn.ensemble._hist_gradient_boosting.predictor import TreePredictor
-
-        self.baseline = np.asarray(baseline, dtype=np.float64).reshape(1, 1)
-        self.offsets = np.asarray(offsets)
-        self.n_features = int(n_features)
-        if self.offsets.ndim != 1 or self.offsets.dtype.kind not in "iu" or len(self.offsets) < 1 \
-                or self.offsets[0] != 0 or np.any(np.diff(self.offsets) < 1):
-            raise ValueError("tree offsets must start at 0 and increase")
-        n = int(self.offsets[-1])
-        missing = [f for f in PREDICT_FIELDS if f not in fields]
-        if missing:
-            raise ValueError(f"tree nodes lack the field(s) {missing}")
-        self.fields = {k: np.asarray(v) for k, v in fields.items() if k in PREDICTOR_RECORD_DTYPE.names}
-        for k, v in self.fields.items():
-            if v.shape != (n,) or v.dtype.kind not in "iufb":
-                raise ValueError(f"tree node field {k!r} has shape {v.shape} and dtype {v.dtype}; expected ({n},) numbers")
-        f = self.fields
-        tree = np.repeat(np.arange(len(self.offsets) - 1), np.diff(self.offsets))
-        local = np.arange(n) - self.offsets[tree]
-        size = np.diff(self.offsets)[tree]
-        inner = f["is_leaf"] == 0
-        for child in ("left", "right"):
-            c = f[child].astype(np.int64)
-            if np.any(inner & ((c <= local) | (c >= size))):
-                raise ValueError(f"a tree node's {child} child lies outside its tree or before the node")
-        feat = f["feature_idx"].astype(np.int64)
-        if np.any(inner & ((feat < 0) | (feat >= self.n_features))):
-            raise ValueError(f"a tree node splits on a feature outside 0..{self.n_features - 1}")
-        if np.any(f["is_categorical"] != 0):
-            raise ValueError("categorical splits are not supported (the features are numeric)")
-        self.predictors_ = []
-        empty = np.zeros((0, 8), dtype=np.uint32)
-        for a, b in zip(self.offsets[:-1], self.offsets[1:]):
-            nodes = np.zeros(int(b - a), dtype=PREDICTOR_RECORD_DTYPE)
-            for k, v in self.fields.items():
-                nodes[k] = v[a:b]
-            self.predictors_.append(TreePredictor(nodes, empty, empty))
-        self._known = (np.zeros((0, 8), dtype=np.uint32), np.zeros(self.n_features, dtype=np.uint32))
-
-    @classmethod
-    def from_estimator(cls, model: Any) -> "QuantileTrees":
-        """The plain data of a fitted single-output HistGradientBoostingRegressor."""
-        trees = [it[0] for it in model._predictors]
-        offsets = np.concatenate([[0], np.cumsum([len(t.nodes) for t in trees])]).astype(np.int64)
-        names = trees[0].nodes.dtype.names if trees else ()
-        fields = {k: np.concatenate([t.nodes[k] for t in trees]) for k in names}
-        if "feature_idx" in fields:
-            fields["feature_idx"] = fields["feature_idx"].astype(np.int64)  # intp is platform-sized
-        return cls(model._baseline_prediction, fields, offsets, int(model.n_features_in_))
-
-    def predict(self, x: np.ndarray, n_threads: int | None = None) -> np.ndarray:
-        x = np.ascontiguousarray(x, dtype=np.float64)
-        if x.ndim != 2 or x.shape[1] != self.n_features:
-            raise ValueError(f"expected {self.n_features} features, got array of shape {x.shape}")
-        threads = _omp_threads(n_threads)
-        raw = np.zeros((x.shape[0], 1), dtype=np.float64, order="F")
-        raw += self.baseline
-        for p in self.predictors_:
-            raw[:, 0] += p.predict(x, *self._known, threads)
-        return raw.ravel()
-
-
 class GlobalGBM(Forecaster):
     """One quantile GBM per requested quantile, shared by every series it was fitted on.
 
-    Training rows: for each series, origins at the same time of day as its end, one day apart,
-    over the last `max_origins` days (each sees at most `max_past` of history before it), targets
-    the next `train_horizon`. Rows are subsampled to `max_rows` (seeded) so the fit cost stays flat
-    as the fleet grows: 60,000 rows x 4 quantiles x 60 trees ≈ 5 s on one core here.
+    Training rows: for each series, origins `origin_every` apart (at the time of day of its end
+    with the default 1d) over the last `max_origins` days (each sees at most `max_past` of history
+    before it), targets the next `train_horizon`. Rows are subsampled to `max_rows` (seeded) so the
+    fit cost stays flat as the fleet grows (BENCHMARKS.md, "Forecast accuracy", for the fit times).
     """
 
     name = "gbm_global"
@@ -150,7 +49,9 @@ class GlobalGBM(Forecaster):
                  learning_rate: float = 0.1, max_leaf_nodes: int = 15, min_samples_leaf: int = 50,
                  max_origins: int = 14, train_horizon: str = "1d", max_past: str = "28d",
                  max_rows: int = 60_000, random_state: int = 0, n_threads: int | None = 1,
-                 predict_stride: int = 3):
+                 predict_stride: int = 3, backend: str = "hgb", origin_every: str = "1d"):
+        self.backend = backend  # "hgb" (scikit-learn) or "lightgbm"
+        self.origin_every = origin_every  # training origins this far apart (going back from a day before the end)
         self.n_threads = n_threads
         self.predict_stride = predict_stride
         self.quantiles = quantiles
@@ -171,6 +72,8 @@ class GlobalGBM(Forecaster):
         qs = np.asarray(self.quantiles, dtype=float)
         if qs.ndim != 1 or len(qs) == 0 or np.any((qs <= 0) | (qs >= 1)):
             raise ValueError(f"quantiles must be a non-empty list within (0, 1), got {self.quantiles}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend {self.backend!r}: use one of {BACKENDS}")
         xs, ts = [], []
         step = None
         for y in series.values():
@@ -207,6 +110,17 @@ class GlobalGBM(Forecaster):
         return self
 
     def _fit_models(self, qs: np.ndarray, x: np.ndarray, t: np.ndarray) -> None:
+        if self.backend == "lightgbm":
+            import lightgbm
+
+            for i, q in enumerate(qs):
+                lm = lightgbm.LGBMRegressor(objective="quantile", alpha=float(q), n_estimators=self.max_iter,
+                                            learning_rate=self.learning_rate, num_leaves=self.max_leaf_nodes,
+                                            min_child_samples=self.min_samples_leaf, random_state=self.random_state + i,
+                                            n_jobs=self.n_threads or 0, verbose=-1)
+                lm.fit(x, t)
+                self.models_.append(BoosterText.from_booster(lm.booster_))
+            return
         from sklearn.ensemble import HistGradientBoostingRegressor
 
         for i, q in enumerate(qs):
@@ -220,7 +134,12 @@ class GlobalGBM(Forecaster):
     def _rows(self, y: pd.Series, step: pd.Timedelta) -> tuple[np.ndarray, np.ndarray]:
         spd = max(1, int(round(DAY / step)))
         origin = y.index[-1] + step
-        origins = [origin - k * DAY for k in range(1, self.max_origins + 1)]
+        every = to_timedelta(self.origin_every)
+        if every <= pd.Timedelta(0) or every > DAY:
+            raise ValueError(f"origin_every must lie within (0, 1d], got {self.origin_every}")
+        # `max_origins` days of origins, `origin_every` apart: the first a full day before the end
+        n = max(1, int(self.max_origins * (DAY / every)))
+        origins = [origin - DAY - k * every for k in range(n)]
         horizon = max(1, int(round(to_timedelta(self.train_horizon) / step)))
         max_past = int(round(to_timedelta(self.max_past) / step))
         return training_rows(y, origins, horizon, min_past=2 * spd, max_past=max_past)
@@ -252,7 +171,10 @@ class GlobalGBM(Forecaster):
         if lead:
             v = np.concatenate([v, np.full(lead, np.nan)])
         ctx = context_of(v, spd)
-        return direct_features(v, origin, step, horizon, ctx, self._offsets(horizon)), ctx
+        # a series never below zero (usage, rates) is not forecast below zero: after a level drop the
+        # scaled trees can land far under it (a CPU share of -735 on the dev suite's grok_asg_anomaly)
+        floor = 0.0 if np.nanmin(v) >= 0 else -np.inf
+        return direct_features(v, origin, step, horizon, ctx, self._offsets(horizon)), ctx, floor
 
     def predict_many(self, items: Sequence[tuple[pd.Series, pd.Timestamp | None]], horizon: int,
                      quantiles: Sequence[float]) -> list[np.ndarray]:
@@ -270,15 +192,15 @@ class GlobalGBM(Forecaster):
         rows = [self._rows_for(y, o, horizon) for y, o in items]
         x = np.vstack([r[0] for r in rows])
         with _threads(self.n_threads):
-            z = np.column_stack([self.models_[self.fitted_quantiles_.index(q)].predict(x) for q in qs])
+            z = np.column_stack([self.models_[self.fitted_quantiles_.index(q)].predict(x, self.n_threads) for q in qs])
         off = self._offsets(horizon)
         full = np.arange(horizon)
         out = []
-        for i, (_, ctx) in enumerate(rows):
+        for i, (_, ctx, floor) in enumerate(rows):
             zi = z[i * len(off):(i + 1) * len(off)]
             if len(off) != horizon:
                 zi = np.column_stack([np.interp(full, off, zi[:, j]) for j in range(len(qs))])
-            out.append(non_crossing(ctx.level + ctx.scale * zi, np.asarray(qs)))
+            out.append(non_crossing(np.maximum(ctx.level + ctx.scale * zi, floor), np.asarray(qs)))
         return out
 
     # plain-data persistence (the registry's format) ----------------------------------------------
@@ -289,6 +211,9 @@ class GlobalGBM(Forecaster):
             raise RuntimeError(f"{type(self).__name__} is not fitted: nothing to save")
         arrays: dict[str, np.ndarray] = {}
         for i, m in enumerate(self.models_):
+            if isinstance(m, BoosterText):  # LightGBM's text dump, as UTF-8 bytes
+                arrays[f"q{i}.lightgbm"] = np.frombuffer(m.text.encode("utf-8"), dtype=np.uint8)
+                continue
             arrays[f"q{i}.baseline"] = m.baseline
             arrays[f"q{i}.offsets"] = m.offsets
             for k, v in m.fields.items():
@@ -316,9 +241,14 @@ class GlobalGBM(Forecaster):
             params["quantiles"] = tuple(params["quantiles"])
         gm = cls(**params)
         qs = tuple(float(q) for q in meta["fitted_quantiles"])
-        models = []
+        models: list[QuantileTrees | BoosterText] = []
         for i in range(len(qs)):
             prefix = f"q{i}."
+            if gm.backend == "lightgbm":
+                if prefix + "lightgbm" not in arrays or arrays[prefix + "lightgbm"].dtype != np.uint8:
+                    raise ValueError(f"the LightGBM model of quantile {qs[i]:g} is missing")
+                models.append(BoosterText(arrays[prefix + "lightgbm"].tobytes().decode("utf-8"), len(FEATURE_NAMES)))
+                continue
             fields = {k[len(prefix):]: v for k, v in arrays.items()
                       if k.startswith(prefix) and k not in (prefix + "baseline", prefix + "offsets")}
             if prefix + "baseline" not in arrays or prefix + "offsets" not in arrays:
