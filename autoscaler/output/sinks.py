@@ -93,8 +93,15 @@ class FileSink:
 
     def close(self) -> None:
         if self.reasons:
-            write_text_atomic(os.path.join(self.out_dir, "decisions.json"),
-                              json.dumps(self.reasons, indent=1, sort_keys=True, default=str))
+            write_text_atomic(os.path.join(self.out_dir, "decisions.json"), reasons_json(self.reasons))
+
+
+def reasons_json(reasons: dict[str, Any]) -> str:
+    """One JSON object, one change per line (sorted): diffs of a review folder show the changes
+    that moved. Each line goes through json's C encoder; `indent=` would switch to the pure-Python
+    one, which took seconds a run at 10,000 changes."""
+    lines = [f"{json.dumps(str(k))}: {json.dumps(reasons[k], sort_keys=True, default=str)}" for k in sorted(reasons)]
+    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 def rebase_hpa(change: Change, fresh: dict[str, Any]) -> Change:
