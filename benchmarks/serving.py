@@ -135,9 +135,9 @@ s.loop.forecast_model = model
 loop = ServingLoop(s, MemorySource(hist), FileCluster(state), FileSink(os.path.join(out, "recs")))
 runs = []
 def one(label):
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     rep = loop.run_once()
-    runs.append({"label": label, "seconds": time.perf_counter() - t, "outcome": rep.outcome,
+    runs.append({"label": label, "seconds": time.perf_counter() - t, "cpu": time.process_time() - cpu, "outcome": rep.outcome,
                  "steps": {x.name: round(x.seconds, 3) for x in rep.steps}, "vpa": len(rep.vpa), "hpa": len(rep.hpa),
                  "nodes": len(rep.reclaim), "changes": len(rep.changes), "skipped": len(rep.skipped),
                  "detail": next(x.detail for x in rep.steps if x.name == "forecast")})
@@ -269,12 +269,15 @@ def _scale_section(quick: bool) -> list[str]:
                f"{res['max_rss_bytes'] / 2**30:.2f} GiB (target <= 2 GiB). Setup (not timed): "
                f"{res['setup_seconds']:.0f} s. Load average when it finished: {load[0]:.1f} on 2 cores "
                f"(other jobs share the machine; timings are wall-clock).\n")
-    out.append("| run | seconds | <= 10 s | fetch | cluster | forecast | recommend | guardrails | write | "
-               "changes | forecast step |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    out.append("CPU seconds (all threads of the process) do not depend on what else shares the cores; the "
+               "targets are cold <= 10 s and warm <= 3 s.\n")
+    out.append("| run | seconds | CPU seconds | within target | fetch | cluster | forecast | recommend | guardrails | "
+               "write | changes | forecast step |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in res["runs"]:
-        st = r["steps"]
-        out.append(f"| {r['label']} | {r['seconds']:.2f} | {'yes' if r['seconds'] <= 10 else 'no'} | "
+        st, limit = r["steps"], 10 if r["label"].startswith("cold") else 3
+        out.append(f"| {r['label']} | {r['seconds']:.2f} | {r.get('cpu', float('nan')):.2f} | "
+                   f"{'yes' if r['seconds'] <= limit else 'no'} | "
                    f"{st.get('fetch', 0):.2f} | {st.get('cluster', 0):.2f} | {st.get('forecast', 0):.2f} | "
                    f"{st.get('recommend', 0):.2f} | {st.get('guardrails', 0):.2f} | {st.get('write', 0):.2f} | "
                    f"{r['changes']} | {r['detail']} |")
