@@ -218,8 +218,13 @@ def run(quick: bool) -> str:
 if __name__ == "__main__":
     import json
 
+    from predictor.models.gbm import LIGHTGBM_PARAMS
+
+    # `auto-lightgbm`: auto with the opt-in LightGBM global model (issue 12)
     which = sys.argv[1:] or ["auto"]
-    res = run_accuracy("--quick" in which, {f"tidewise {m}": tidewise_runner(m) for m in which if not m.startswith("--")},
+    res = run_accuracy("--quick" in which,
+                       {f"tidewise {m}": tidewise_runner("auto", global_params=LIGHTGBM_PARAMS) if m == "auto-lightgbm"
+                        else tidewise_runner(m) for m in which if not m.startswith("--")},
                        peers=["seasonal_naive"])
     print(accuracy_table(res))
     for m, r in res["models"].items():

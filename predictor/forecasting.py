@@ -47,6 +47,8 @@ class ForecastRequest:
     use_global: bool = True  # auto: include the global GBM among the candidates
     # auto: leave out candidates needing more history than this (training: what serving fetches)
     max_history: pd.Timedelta | None = None
+    # auto: GlobalGBM keyword arguments (e.g. {"backend": "lightgbm"}); None = the defaults in gbm.py
+    global_params: dict | None = None
 
     @property
     def steps(self) -> int:
@@ -224,7 +226,7 @@ def forecast_history(
         return out
     gm = None
     if req.use_global:
-        gm = fit_global(history.series, req, before=req.origin - req.folds * DAY)
+        gm = fit_global(history.series, req, before=req.origin - req.folds * DAY, params=req.global_params)
     for key, y in history.series.items():
         r = reqs[key]
         origin = _origin_of(y, r)

@@ -124,8 +124,11 @@ class BoosterText:
     numbers and never unpickles. The tree count and feature count are checked on load."""
 
     def __init__(self, text: str, n_features: int):
-        import lightgbm
-
+        try:
+            import lightgbm
+        except ImportError:
+            raise ValueError("this model was fitted with the lightgbm backend, which is not installed: "
+                             "pip install 'tidewise[lightgbm]' (or retrain with the default backend)") from None
         if not isinstance(text, str) or not text.startswith("tree"):
             raise ValueError("not a LightGBM text model (it must start with 'tree')")
         self.text = text

@@ -88,3 +88,24 @@ def test_a_lightgbm_text_that_is_not_a_model_is_refused(fleet):
         GlobalGBM.from_arrays(meta, bad)
     with pytest.raises(ValueError, match="missing"):
         GlobalGBM.from_arrays(meta, {})
+
+
+def test_a_forecast_request_fits_the_global_model_with_its_global_params(monkeypatch, fleet):
+    pytest.importorskip("lightgbm")
+    from predictor import forecasting
+    from predictor.history import History
+
+    fitted = []
+    real = forecasting.fit_global
+
+    def spy(series, req, before=None, params=None):
+        gm = real(series, req, before=before, params=params)
+        fitted.append(gm)
+        return gm
+
+    monkeypatch.setattr(forecasting, "fit_global", spy)
+    req = forecasting.ForecastRequest(pd.Timedelta(hours=6), pd.Timedelta("5min"), QS,
+                                      global_params={"backend": "lightgbm", "max_iter": 5, "max_origins": 3})
+    out = forecasting.forecast_history(History(fleet, pd.Timedelta("5min")), req)
+    assert len(out) == 3 and all(np.isfinite(f.values).all() for f in out)
+    assert [gm.backend for gm in fitted] == ["lightgbm"]
