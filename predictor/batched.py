@@ -47,6 +47,7 @@ def forecast_seasonal_naive(model: str, series: Mapping[str, pd.Series], reqs: M
         origin = req.origin.value if req.origin is not None else int(ns[-1]) + step.value
         groups.setdefault((len(y), int(ns[-1]), origin), []).append(key)
     out: dict[str, Forecast] = {}
+    label = proto.label
     for (_, end, origin), keys in groups.items():
         if len(keys) < MIN_GROUP:
             continue
@@ -55,7 +56,7 @@ def forecast_seasonal_naive(model: str, series: Mapping[str, pd.Series], reqs: M
                                   max(0, (origin - end - step.value) // step.value), req.steps, req.quantiles)
         index = pd.date_range(pd.Timestamp(origin, unit="ns", tz="UTC"), periods=req.steps, freq=step)
         for key, v in zip(keys, values):
-            out[key] = Forecast(series=key, index=index, quantiles=tuple(req.quantiles), values=v, model=proto.label)
+            out[key] = Forecast(series=key, index=index, quantiles=tuple(req.quantiles), values=v, model=label)
     return out
 
 
