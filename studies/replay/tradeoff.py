@@ -118,7 +118,7 @@ def scorer_curves(kind: str, policies: Mapping[str, Mapping[str, float]],
         c.points.update({label: (policies[n]["violation"], policies[n]["slack"]) for label, n in pairs if n in policies})
         for label, pol in tidewise.items():
             if "project_vpa" in pol:
-                c.points[label] = (pol["project_vpa"]["violation"], pol["project_vpa"]["slack"])
+                _add_point(c, label, (pol["project_vpa"]["violation"], pol["project_vpa"]["slack"]))
         return c
     pts = [(v["mean_replicas"], v["over_target"]) for n, v in policies.items() if n.startswith("hpa_frontier")]
     c.lines["reactive HPA (targets 0.75-0.45)"] = sorted(pts)
@@ -126,8 +126,17 @@ def scorer_curves(kind: str, policies: Mapping[str, Mapping[str, float]],
     c.points.update({label: (policies[n]["mean_replicas"], policies[n]["over_target"]) for label, n in pairs if n in policies})
     for label, pol in tidewise.items():
         if "project_hpa" in pol:
-            c.points[label] = (pol["project_hpa"]["mean_replicas"], pol["project_hpa"]["over_target"])
+            _add_point(c, label, (pol["project_hpa"]["mean_replicas"], pol["project_hpa"]["over_target"]))
     return c
+
+
+def _add_point(c: Curves, label: str, xy: tuple[float, float]) -> None:
+    """Add a point, or name it beside an equal one already there (settings that leave a kind alone)."""
+    same = next((k for k, v in c.points.items() if v == xy), None)
+    if same is None:
+        c.points[label] = xy
+    else:
+        c.points[f"{same} = {label.removeprefix('tidewise ')}"] = c.points.pop(same)
 
 
 MARKERS = "o^sDvP*Xh"

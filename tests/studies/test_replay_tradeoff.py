@@ -57,3 +57,6 @@ def test_scorer_json_gives_every_setting_and_each_tidewise_run():
     h = scorer_curves("hpa", pol, runs)
     assert len(h.lines["reactive HPA (targets 0.75-0.45)"]) == len(HPA_TARGETS)
     assert h.points["tidewise (default)"] == (8.7, 0.02) and "tidewise --choose-by-cost" not in h.points
+    # a setting that leaves a kind alone is named beside the equal point, not drawn on top of it
+    runs["tidewise --choose-by-cost"]["project_hpa"] = {"mean_replicas": 8.7, "over_target": 0.02}
+    assert scorer_curves("hpa", pol, runs).points["tidewise (default) = --choose-by-cost"] == (8.7, 0.02)

@@ -42,8 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "gbm for hpa, day-ahead for vpa (as serve)")
     c = p.add_argument_group("choice by cost (VPA; hpa ignores these)")
     c.add_argument("--choose-by-cost", action="store_true",
-                   help="opt-in: each UTC day, per series, serve the cheapest of the forecast at a few quantile/"
-                        "margin points, the stock VPA rule and a flat p95, scored on the series' last --cost-window")
+                   help="opt-in: each UTC day, per series, serve the cheapest of the forecast, the stock VPA rule "
+                        "and a flat p95 of the last week, scored on the series' last --cost-window")
     c.add_argument("--cost-window", help="recent past the candidates are scored on (default 2d)")
     c.add_argument("--violation-budget", type=float, help="a candidate over this violation rate is ruled out (default 0.1)")
     c.add_argument("--violation-weight", type=float, help="cost of one unit of violation rate, in slack (default 2.5)")
