@@ -153,7 +153,7 @@ class LoopSettings:
     # version holds them and they are fresh, else the day-ahead forecast. HPA on (the demand a start-up
     # time ahead): dev replay over-target 0.49x the reactive HPA's at equal replicas, 1.23x replicas
     # (day-ahead: 0.62 at 1.31x). VPA opt-in (the peak of the next hour): slack ratio 0.92 vs 0.92
-    # but 12.6 changes a day vs 10.6 (issue12-results.md, H12c)
+    # but 12.6 changes a day vs 10.6 (BENCHMARKS.md, replay)
     decision_time_hpa: bool = True
     decision_time_vpa: bool = False
     decision_max_age: str = "2d"  # a decision-time model trained on data older than this is not used

@@ -26,7 +26,7 @@ from studies.replay.decisions import QUANTILES, STEP, DailyChoiceForecaster
 log = logging.getLogger(__name__)
 BACKEND = {"gbm": "hgb", "lightgbm": "lightgbm"}  # --decision-model -> DecisionTimeGBM backend
 # --decision-model when not given, per kind (serve's loop.decision_time_hpa / _vpa defaults). Full dev
-# replay (issue12-results.md, H12c): HPA over-target 0.49x the reactive HPA's at equal replicas and
+# replay (BENCHMARKS.md, replay section): HPA over-target 0.49x the reactive HPA's at equal replicas and
 # 1.23x replicas (day-ahead 0.62 at 1.31x): better on both. VPA slack ratio 0.916 vs 0.925 but 12.6
 # changes a day vs 10.6: worse churn, so day-ahead stays the VPA default (issue 12's rule)
 DEFAULT_MODEL: dict[str, str | None] = {"hpa": "gbm", "vpa": None}

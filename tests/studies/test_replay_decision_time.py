@@ -55,7 +55,7 @@ def test_hpa_decision_model_keeps_the_contract_and_reads_no_future(tmp_path):
 
 
 def test_hpa_replays_decision_time_by_default_and_vpa_the_day_ahead_forecast(tmp_path):
-    """The defaults chosen on the full dev replay (issue12-results.md, H12c), as serve's."""
+    """The defaults chosen on the full dev replay (BENCHMARKS.md, replay section), as serve's."""
     frame = tidal_frame(per=1.0, start="2024-05-05T06:00:00Z")
     default = replay(tmp_path, "hpa", frame, name="default.csv", decision=())
     pd.testing.assert_frame_equal(default, replay(tmp_path, "hpa", frame, name="gbm.csv"))
