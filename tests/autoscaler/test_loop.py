@@ -57,7 +57,7 @@ def test_vpa_recommendation_follows_the_forecast(objects, history, small):
     rec = d.containers[0].resources["memory"]
     # the per-pod memory target lies between the per-pod median usage of the last day and 2x its peak
     y = history.series[w.key("memory").id]
-    day = y[y.index >= y.index[-1] - pd.Timedelta("1d")] / w.replicas
+    day = y[y.index >= y.index[-1] - pd.Timedelta(days=1)] / w.replicas
     assert day.median() <= rec.target <= 2 * day.max()
     assert rec.target >= np.ceil(day.max())  # never below the last day's peak
 

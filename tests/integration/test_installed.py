@@ -56,7 +56,7 @@ def test_fetch_forecast_and_serve_once_against_real_prometheus(prometheus_server
     assert r.returncode == 0, r.stderr[-2000:]
     ts = pd.to_datetime(pd.read_csv(hist)["timestamp"], utc=True)
     # the backfill ends two hours before now (tests/integration/conftest.py): dates are today's, not 1970's
-    assert now - pd.Timedelta("4d") < ts.min() and ts.max() <= now and now - ts.max() < pd.Timedelta("3h")
+    assert now - pd.Timedelta(days=4) < ts.min() and ts.max() <= now and now - ts.max() < pd.Timedelta("3h")
 
     out = tmp_path / "forecast.csv"
     r = tidewise("forecast", "--input", str(hist), "--output", str(out), "--horizon", "2h", "--step", "5m",

@@ -36,13 +36,13 @@ def test_training_rows_only_see_the_past_of_each_origin():
     x1, t1 = training_rows(y, origins, 288, min_past=2 * 288, max_past=28 * 288)
     # perturb everything after the last origin's target window: rows are unchanged
     z = y.copy()
-    z[z.index >= origins[-1] + pd.Timedelta("1d")] = -50.0
+    z[z.index >= origins[-1] + pd.Timedelta(days=1)] = -50.0
     x2, t2 = training_rows(z, origins, 288, min_past=2 * 288, max_past=28 * 288)
     np.testing.assert_array_equal(x1, x2)
     np.testing.assert_array_equal(t1, t2)
     # and perturbing the target day of the first origin changes only targets, not its features
     z = y.copy()
-    z[(z.index >= origins[0]) & (z.index < origins[0] + pd.Timedelta("1d"))] += 10
+    z[(z.index >= origins[0]) & (z.index < origins[0] + pd.Timedelta(days=1))] += 10
     x3, t3 = training_rows(z, origins[:1], 288, min_past=2 * 288, max_past=28 * 288)
     x0, t0 = training_rows(y, origins[:1], 288, min_past=2 * 288, max_past=28 * 288)
     np.testing.assert_array_equal(x0, x3)

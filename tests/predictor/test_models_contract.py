@@ -17,7 +17,7 @@ def _series(days: int = 16, seed: int = 0, signed: bool = False) -> pd.Series:
     rng = np.random.default_rng(seed)
     idx = pd.date_range("2024-07-01", periods=days * 288, freq="5min", tz="UTC")
     t = np.arange(len(idx))
-    y = 2 + np.sin(2 * np.pi * t / 288) + 0.3 * (idx.dayofweek >= 5) + rng.normal(0, 0.1, len(idx))
+    y = 2 + np.sin(2 * np.pi * t / 288) + 0.3 * (idx.day_of_week >= 5) + rng.normal(0, 0.1, len(idx))
     if signed:
         y = y - 2.5  # standardised KPIs live around zero
     y[500:530] = np.nan  # a gap

@@ -286,7 +286,7 @@ def test_forecast_with_registry_uses_stored_choice(tmp_path):
     y = _daily(4)
     y[:] = 1 + np.sin(np.arange(len(y)) * 2 * np.pi / 288)
     _write(tmp_path)
-    req = ForecastRequest(pd.Timedelta("1d"), pd.Timedelta("5min"), QS)
+    req = ForecastRequest(pd.Timedelta(days=1), pd.Timedelta("5min"), QS)
     fcs = forecast_with_registry(str(tmp_path), History({SERIES: y, "other/x/y/z/cpu": y}, pd.Timedelta("5min")), req)
     a, b = fcs
     assert a.model == "seasonal_naive_daily" and a.version != "adhoc"
@@ -295,7 +295,7 @@ def test_forecast_with_registry_uses_stored_choice(tmp_path):
     assert any("not in registry" in n for n in b.notes)
     with pytest.raises(InputError, match="trained for 0.5,0.9,0.95,0.99"):
         forecast_with_registry(str(tmp_path), History({"a": y}, pd.Timedelta("5min")),
-                               ForecastRequest(pd.Timedelta("1d"), pd.Timedelta("5min"), (0.5, 0.8)))
+                               ForecastRequest(pd.Timedelta(days=1), pd.Timedelta("5min"), (0.5, 0.8)))
 
 
 def test_a_loaded_version_changed_on_disk_is_refused_on_use(tmp_path):
@@ -307,4 +307,4 @@ def test_a_loaded_version_changed_on_disk_is_refused_on_use(tmp_path):
     (tmp_path / reg.version / "series.json").write_text("{}")
     with pytest.raises(RegistryError):
         forecast_version(reg, History({SERIES: _daily(3)}, pd.Timedelta("5min")),
-                         ForecastRequest(pd.Timedelta("1d"), pd.Timedelta("5min"), QS))
+                         ForecastRequest(pd.Timedelta(days=1), pd.Timedelta("5min"), QS))

@@ -181,5 +181,5 @@ def test_train_prometheus_source_calls_the_prometheus_source(monkeypatch, tmp_pa
     assert main(["train", "--source", "prometheus", "--prometheus-url", "http://prom.example:9090", "--last", "5d",
                  "--registry", reg, "--folds", "1"]) == 0
     (start, end, step, url), = calls
-    assert url == "http://prom.example:9090" and end - start == pd.Timedelta("5d") and step == pd.Timedelta("5min")
+    assert url == "http://prom.example:9090" and end - start == pd.Timedelta(days=5) and step == pd.Timedelta("5min")
     assert os.path.islink(os.path.join(reg, "latest"))

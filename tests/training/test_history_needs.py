@@ -29,10 +29,10 @@ def test_train_records_needs_and_stays_within_the_serving_window(tmp_path):
     # the stored history spans the serving window, so the report feeds each model as serving does
     recent = load_recent(reg)
     span = max(y.index[-1] - y.index[0] for y in recent.series.values())
-    assert pd.Timedelta("7d") < span <= pd.Timedelta("8d")
+    assert pd.Timedelta(days=7) < span <= pd.Timedelta(days=8)
     # given a longer serving window, the weekly model is a candidate again
     wide = tmp_path / "wide"
-    train(hist, str(wide), TrainSettings(folds=2, global_params=FAST_GLOBAL, serving_history=pd.Timedelta("21d")))
+    train(hist, str(wide), TrainSettings(folds=2, global_params=FAST_GLOBAL, serving_history=pd.Timedelta(days=21)))
     assert any("seasonal_naive_weekly" in e.get("scores", {}) for e in load_version(str(wide)).series.values())
 
 
@@ -46,7 +46,7 @@ def test_report_states_the_model_that_ran_and_why(tmp_path):
                   recent=recent_frame(hist), extra={"recent_step_seconds": 900},
                   now=dt.datetime(2024, 7, 21, tzinfo=dt.timezone.utc))
     out = tmp_path / "r.html"
-    summary = write_registry_report(str(tmp_path), str(out), horizon=pd.Timedelta("1d"))
+    summary = write_registry_report(str(tmp_path), str(out), horizon=pd.Timedelta(days=1))
     assert "1 series ran a fallback model" in summary
     html = out.read_text()
     assert "model that ran" in html

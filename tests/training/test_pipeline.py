@@ -39,7 +39,7 @@ def test_train_writes_a_verified_version_with_scores(tmp_path):
     assert man["data_window"]["end"] == hist.end.isoformat()
     assert man["training"]["refitted"] == len(hist.series)
     # a registry forecast needs no refit of the global model and follows the contract
-    fcs = forecast_with_registry(str(tmp_path), hist, ForecastRequest(pd.Timedelta("1d"), pd.Timedelta("5min"), QS))
+    fcs = forecast_with_registry(str(tmp_path), hist, ForecastRequest(pd.Timedelta(days=1), pd.Timedelta("5min"), QS))
     assert len(fcs) == len(hist.series)
     for f in fcs:
         assert f.values.shape == (288, 4) and np.isfinite(f.values).all()
