@@ -51,14 +51,15 @@ def forecast_version(reg: RegistryVersion, history: History, req: ForecastReques
         req = replace(req, origin=history.end + req.step)
     reqs = series_requests(history, req)
     choices = {k: reg.choices[k] for k in history.series if k in reg.choices}
-    gvals = _global_values(reg.global_model, history, reqs, choices, req)
     items = list(history.series.items())
     if jobs is None:
         jobs = (os.cpu_count() or 1) if len(items) > PARALLEL_FROM else 1
+    # the global model's batches run inside each chunk, so that building its feature rows (most of
+    # a large fleet's cost) is spread over the workers too; a row's forecast does not depend on its batch
     if jobs == 1 or len(items) < 2:
-        out = _forecast_chunk(items, reqs, choices, reg.global_model, reg.version, gvals)
+        out = _forecast_chunk(items, reqs, choices, reg.global_model, reg.version)
     else:
-        out = _forecast_parallel(items, reqs, choices, reg.global_model, reg.version, gvals, jobs)
+        out = _forecast_parallel(items, reqs, choices, reg.global_model, reg.version, jobs)
     for f in out:
         if f.series not in reg.series:
             f.notes.append(f"not in registry {reg.version}")
@@ -74,18 +75,20 @@ def _check_request(reg: RegistryVersion, req: ForecastRequest) -> None:
                          f"{reg.manifest.get('step_seconds')} s steps; use that step or retrain")
 
 
-def _global_values(gm: GlobalGBM | None, history: History, reqs: Mapping[str, ForecastRequest],
-                   choices: Mapping[str, Choice], req: ForecastRequest) -> dict[str, np.ndarray]:
-    """The global GBM's forecast of every series whose choice uses it, in batches; a batch that
-    fails is left out, and those series are forecast one by one."""
+def _global_values(gm: GlobalGBM | None, items: Sequence[tuple[str, pd.Series]],
+                   reqs: Mapping[str, ForecastRequest], choices: Mapping[str, Choice]) -> dict[str, np.ndarray]:
+    """The global GBM's forecast of every series of `items` whose choice uses it, in batches; a
+    batch that fails is left out, and those series are forecast one by one."""
     out: dict[str, np.ndarray] = {}
     if gm is None:
         return out
-    need = [k for k, c in choices.items() if c.uses_global]
+    series = dict(items)
+    need = [k for k in series if k in choices and choices[k].uses_global]
     for i in range(0, len(need), GLOBAL_BATCH):
         chunk = need[i:i + GLOBAL_BATCH]
+        first = reqs[chunk[0]]  # one request for the whole call: same steps and quantiles for every series
         try:
-            vals = gm.predict_many([(history.series[k], reqs[k].origin) for k in chunk], req.steps, req.quantiles)
+            vals = gm.predict_many([(series[k], reqs[k].origin) for k in chunk], first.steps, first.quantiles)
             out.update(zip(chunk, vals))
         except (ValueError, RuntimeError) as exc:  # one bad series: retry these one by one
             log.warning("batched global forecast failed (%s); forecasting %d series one by one", exc, len(chunk))
@@ -93,8 +96,8 @@ def _global_values(gm: GlobalGBM | None, history: History, reqs: Mapping[str, Fo
 
 
 def _forecast_chunk(items: Sequence[tuple[str, pd.Series]], reqs: Mapping[str, ForecastRequest],
-                    choices: Mapping[str, Choice], gm: GlobalGBM | None, version: str,
-                    gvals: Mapping[str, np.ndarray]) -> list[Forecast]:
+                    choices: Mapping[str, Choice], gm: GlobalGBM | None, version: str) -> list[Forecast]:
+    gvals = _global_values(gm, items, reqs, choices)
     return [forecast_from_choice(k, y, reqs[k], choices.get(k), gm if gvals.get(k) is None else None, version,
                                  gvals.get(k))
             for k, y in items]
@@ -102,13 +105,13 @@ def _forecast_chunk(items: Sequence[tuple[str, pd.Series]], reqs: Mapping[str, F
 
 def _forecast_parallel(items: Sequence[tuple[str, pd.Series]], reqs: Mapping[str, ForecastRequest],
                        choices: Mapping[str, Choice], gm: GlobalGBM | None, version: str,
-                       gvals: Mapping[str, np.ndarray], jobs: int) -> list[Forecast]:
+                       jobs: int) -> list[Forecast]:
     from joblib import Parallel, delayed
 
     size = max(1, len(items) // (4 * abs(jobs)))
     parts = [items[i:i + size] for i in range(0, len(items), size)]
     res = Parallel(n_jobs=jobs)(delayed(_forecast_chunk)(p, {k: reqs[k] for k, _ in p},
                                                          {k: choices[k] for k, _ in p if k in choices}, gm,
-                                                         version, {k: gvals[k] for k, _ in p if k in gvals})
+                                                         version)
                                 for p in parts)
     return [f for part in res for f in part]

@@ -308,3 +308,26 @@ def test_a_loaded_version_changed_on_disk_is_refused_on_use(tmp_path):
     with pytest.raises(RegistryError):
         forecast_version(reg, History({SERIES: _daily(3)}, pd.Timedelta("5min")),
                          ForecastRequest(pd.Timedelta(days=1), pd.Timedelta("5min"), QS))
+
+
+def test_workers_forecast_the_global_model_exactly_as_one_process(tmp_path, gm):
+    """With jobs > 1 each worker runs the global model's batch for its own series: the numbers must
+    not depend on how the fleet was split."""
+    from predictor.forecasting import ForecastRequest
+    from predictor.history import History
+
+    keys = [f"ns/deployment/w{i}/c/cpu" for i in range(6)]
+    series = {k: {"model": "gbm_global", "shifts": [0.0, 0.0, 0.0, 0.0]} for k in keys}
+    series[SERIES] = {"model": "seasonal_naive_daily", "shifts": [0.0, 0.1, 0.2, 0.3]}
+    write_version(str(tmp_path), quantiles=QS, series=series,
+                  data_window=("2024-08-01T00:00:00+00:00", "2024-08-09T00:00:00+00:00"), step_seconds=300,
+                  global_model=gm)
+    reg = load_version(str(tmp_path))
+    hist = History({k: _daily(8, seed=i) * (1 + i % 3) for i, k in enumerate(keys + [SERIES])}, pd.Timedelta("5min"))
+    req = ForecastRequest(pd.Timedelta(hours=6), pd.Timedelta("5min"), QS)
+    one = {f.series: f for f in forecast_version(reg, hist, req, jobs=1)}
+    two = {f.series: f for f in forecast_version(reg, hist, req, jobs=2)}
+    assert set(one) == set(two) == set(keys + [SERIES])
+    assert {one[k].model for k in keys} == {"gbm_global"}  # the global model ran, no fallback
+    for k in one:
+        assert one[k].values.tobytes() == two[k].values.tobytes()
