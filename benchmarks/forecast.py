@@ -14,9 +14,9 @@ the history of every series, as `tidewise forecast` is by the scorer.
 """
 from __future__ import annotations
 
+import json
 import os
 import pickle
-import resource
 import sys
 import time
 from typing import Callable, NamedTuple
@@ -347,19 +347,24 @@ def _cli_timings(inp: str, out: str, serve_dir: str) -> dict:
     import subprocess
 
     res: dict = {}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
     exe = os.path.join(os.path.dirname(sys.executable), "tidewise")
-    r = subprocess.run([exe, "forecast", "--input", inp, "--output", out, "--registry", serve_dir],
-                       capture_output=True, text=True)
-    res["cli_s"] = time.perf_counter() - t0
-    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # CPU of the command and its workers: load-independent
-    res["cli_cpu_s"] = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-    res["cli_ok"] = r.returncode == 0
-    res["cli_peak_mib"] = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
-    if r.returncode != 0:
-        res["cli_error"] = r.stderr[-500:]
+    # through a fresh wrapper whose only child is the command: its children's peak RSS is then the
+    # command's (or its largest worker's), not that of an earlier child of this process (training)
+    wrapper = ("import json, resource, subprocess, sys, time\n"
+               "t = time.perf_counter()\n"
+               "r = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+               "ru = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+               "print(json.dumps({'s': time.perf_counter() - t, 'cpu': ru.ru_utime + ru.ru_stime,\n"
+               "                  'peak_kib': ru.ru_maxrss, 'rc': r.returncode, 'err': r.stderr[-500:]}))\n")
+    r = subprocess.run([sys.executable, "-c", wrapper, exe, "forecast", "--input", inp, "--output", out,
+                        "--registry", serve_dir], capture_output=True, text=True, check=True)
+    m = json.loads(r.stdout.strip().splitlines()[-1])
+    res["cli_s"] = m["s"]
+    res["cli_cpu_s"] = m["cpu"]  # CPU of the command and its workers: load-independent
+    res["cli_ok"] = m["rc"] == 0
+    res["cli_peak_mib"] = m["peak_kib"] / 1024
+    if m["rc"] != 0:
+        res["cli_error"] = m["err"]
     return res
 
 
