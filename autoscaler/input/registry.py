@@ -4,12 +4,13 @@
 checksum before any artifact is parsed — artifacts are JSON and NumPy arrays, never pickles — and
 falls back to the newest version that verifies *and loads*; the loop keeps the version it last
 loaded when even that fails. Forecasts are made with the stored per-series choices of *that*
-version, loaded once per run (`predictor.serving.forecast_version` re-checks cheaply that its
+version (`predictor.serving.forecast_version` re-checks cheaply before each use that its
 folder did not change on disk since, so a changed version cannot slip in), at the quantiles it was
-trained for.
+trained for. A version is read and verified once (`RegistryReader`), not on every run.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -18,18 +19,38 @@ from predictor.history import History
 from predictor.types import Forecast
 
 
-def load_registry(path: str, key_file: str | None = None) -> Any:
-    """The newest verified version under `path` (a RegistryVersion); RegistryError when none
-    verifies. `key_file` is read on every load, so a rotated Secret takes effect without a restart."""
-    from predictor.registry import RegistryError, load_last_good, read_key
+class RegistryReader:
+    """The loop's registry loader, reading each version once. A call returns the newest version
+    under `path` that verifies (`load_last_good`; RegistryError when none does). `key_file` is read
+    on every call, so a rotated Secret takes effect without a restart. A call whose `latest` still
+    names the version loaded before, whose folder is unchanged on disk (`check_unchanged`: a stat
+    per file, nothing re-hashed) and whose key is the same gets that loaded version back; anything
+    else (a new version, a changed folder, a rotated key) loads and verifies afresh."""
 
-    key = None
-    if key_file:
-        try:
-            key = read_key(key_file, "registry key file")
-        except Exception as exc:  # noqa: BLE001 - a vanished Secret refuses the load, it does not stop the loop
-            raise RegistryError(str(exc)) from None
-    return load_last_good(path, key=key)
+    def __init__(self, key_file: str | None = None):
+        self.key_file = key_file
+        self._loaded: Any = None
+        self._key: bytes | None = None
+
+    def __call__(self, path: str) -> Any:
+        from predictor.registry import RegistryError, check_unchanged, load_last_good, read_key, resolve
+
+        key = None
+        if self.key_file:
+            try:
+                key = read_key(self.key_file, "registry key file")
+            except Exception as exc:  # noqa: BLE001 - a vanished Secret refuses the load, it does not stop the loop
+                raise RegistryError(str(exc)) from None
+        old = self._loaded
+        if old is not None and key == self._key:
+            try:
+                if os.path.realpath(resolve(path)) == os.path.realpath(old.path):
+                    check_unchanged(old)
+                    return old
+            except RegistryError:
+                pass  # gone, moved or changed: verify afresh below
+        self._loaded, self._key = load_last_good(path, key=key), key
+        return self._loaded
 
 
 def registry_forecaster(registry: Any, path: str) -> Callable[[History, ForecastRequest], list[Forecast]]:

@@ -61,10 +61,10 @@ class ServingLoop:
         self.base_forecaster: Forecaster = forecaster or forecast_history
         self.registry_dir = registry_dir
         if registry_dir and registry_loader is None:
-            from autoscaler.input.registry import load_registry, registry_forecaster as default_rf
+            from autoscaler.input.registry import RegistryReader, registry_forecaster as default_rf
 
-            key_file = settings.loop.registry_key_file
-            registry_loader, registry_forecaster = (lambda path: load_registry(path, key_file)), default_rf
+            # read once per version: later runs re-check the loaded one cheaply (issue 14)
+            registry_loader, registry_forecaster = RegistryReader(settings.loop.registry_key_file), default_rf
         self.registry_loader = registry_loader
         self.registry_forecaster = registry_forecaster
         self.registry: Any = None  # last good

@@ -146,12 +146,12 @@ def test_serve_names_the_model_that_ran_when_the_window_cannot_feed_the_stored_o
     assert "need up to 14 days" in step.detail and "fall back" in step.detail
 
 
-def test_a_serving_run_reads_each_artifact_once_to_check_it_and_once_to_parse_it(objects, history, tmp_path,
+def test_serving_runs_read_each_artifact_once_to_check_it_and_once_to_parse_it(objects, history, tmp_path,
                                                                                  monkeypatch):
-    """One registry load per run: the forecast step uses the version the registry step loaded and
-    only re-checks that its folder did not change — it neither re-hashes nor re-parses artifacts.
-    Counted at the file level (every `open` of a file in the version folder), so the count holds
-    whichever function reads."""
+    """One registry load per version: the first run hashes and parses each artifact once; later
+    runs keep that loaded version and only re-check that its folder did not change (a stat per
+    file) — they neither re-hash nor re-parse. Counted at the file level (every `open` of a file in
+    the version folder), so the count holds whichever function reads."""
     import builtins
     import collections
     import json
@@ -177,12 +177,11 @@ def test_a_serving_run_reads_each_artifact_once_to_check_it_and_once_to_parse_it
 
     monkeypatch.setattr(builtins, "open", counting_open)
     loop = loop_for(objects, history, tmp_path, DryRunSink())
-    runs = 2
-    for _ in range(runs):
+    for _ in range(3):
         rep = loop.run_once()
         assert rep.outcome == OK and rep.registry == v and rep.vpa
         assert all(f"@{v}" in d.containers[0].resources[r].reason.model for d in rep.vpa for r in d.containers[0].resources)
-    assert {a: opened[a] for a in artifacts} == {a: 2 * runs for a in artifacts}, opened
+    assert {a: opened[a] for a in artifacts} == {a: 2 for a in artifacts}, opened
 
 
 def test_a_loaded_version_rewritten_in_place_is_refused_on_use_even_with_its_times_restored(objects, history, tmp_path):
@@ -204,3 +203,34 @@ def test_a_loaded_version_rewritten_in_place_is_refused_on_use_even_with_its_tim
     with pytest.raises(registry.RegistryError, match="changed on disk"):
         forecast_version(reg, history, ForecastRequest(horizon=pd.Timedelta("1h"), step=pd.Timedelta("5min"),
                                                        quantiles=QS))
+
+
+def test_a_version_is_read_once_and_kept_while_latest_and_unchanged(objects, history, tmp_path):
+    v1 = write(tmp_path, history, 0)
+    loop = loop_for(objects, history, tmp_path, DryRunSink())
+    assert loop.run_once().registry == v1
+    first = loop.registry
+    assert loop.run_once().registry == v1
+    assert loop.registry is first  # the same loaded object: not read and verified again
+    v2 = write(tmp_path, history, 5)
+    assert loop.run_once().registry == v2 and loop.registry is not first
+    second = loop.registry
+    tamper(tmp_path, v2)  # the kept version changed on disk: verified afresh, refused, v1 serves
+    rep = loop.run_once()
+    assert rep.registry == v1 and loop.registry is not second
+
+
+def test_a_rotated_key_verifies_the_kept_version_afresh(objects, history, tmp_path):
+    from autoscaler.input.registry import RegistryReader
+
+    key = tmp_path / "key"
+    key.write_bytes(b"k" * 32)
+    reg = tmp_path / "reg"
+    v = registry.write_version(str(reg), quantiles=QS, series={}, step_seconds=300,
+                               data_window=("2026-10-24T00:00:00Z", "2026-11-02T00:00:00Z"), key=b"k" * 32)
+    reader = RegistryReader(str(key))
+    kept = reader(str(reg))
+    assert kept.version == v and reader(str(reg)) is kept
+    key.write_bytes(b"x" * 32)  # the Secret rotated: the version signed with the old key is refused
+    with pytest.raises(registry.RegistryError):
+        reader(str(reg))
