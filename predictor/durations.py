@@ -1,6 +1,7 @@
 """Parse human durations such as `24h`, `5m`, `90s`, `1d12h`, `2w` into pandas Timedeltas."""
 from __future__ import annotations
 
+import functools
 import re
 
 import pandas as pd
@@ -26,7 +27,12 @@ MAX_SECONDS = 10 * 365 * 86400
 def parse_duration(text: str, *, what: str = "duration") -> pd.Timedelta:
     """`24h` -> 1 day. Accepts concatenations (`1h30m`); rejects zero, negatives, unknown units and
     anything outside 1 s .. 10 years (InputError naming `what`)."""
-    s = str(text).strip().lower()
+    return _parse_duration(str(text), what)
+
+
+@functools.lru_cache(maxsize=1024)  # settings are parsed per object per run: ~10 calls per workload
+def _parse_duration(text: str, what: str) -> pd.Timedelta:
+    s = text.strip().lower()
     if s.startswith("-"):
         raise InputError(f"{what} {text!r} is negative; it must be longer than zero (for example 5m or 24h)")
     seconds = _grammar_seconds(s)
