@@ -86,9 +86,14 @@ def _fallback(key: str, y: pd.Series, req: ForecastRequest, origin: pd.Timestamp
 
 
 def select_series(key: str, y: pd.Series, req: ForecastRequest, origin: pd.Timestamp,
-                  global_model: GlobalGBM | None = None) -> Choice | None:
-    """Backtest the candidates on one series; None when no fold fits in its history."""
+                  global_model: GlobalGBM | None = None, names: tuple[str, ...] | None = None) -> Choice | None:
+    """Backtest the candidates (only those in `names` when given) on one series; None when no fold
+    fits in its history."""
     cands = default_candidates(req.max_history)
+    if names is not None:
+        cands = [c for c in cands if c.name in names]
+        if not cands:
+            raise ValueError(f"none of the candidates {', '.join(names)} fits {req.max_history} of serving history")
     gp = None
     if global_model is not None and (req.max_history is None or global_model.history_needed() <= req.max_history):
         def gp(past: pd.Series, h: int, o: pd.Timestamp) -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -44,3 +45,13 @@ def shared_data() -> str:
     if not os.path.isdir(SHARED_DATA):
         pytest.skip(f"needs the real traces in {SHARED_DATA} (../shared/data beside the checkout)")
     return SHARED_DATA
+
+
+def wait_until(predicate, timeout: float = 15.0) -> bool:
+    """Poll until `predicate()` holds (watch threads deliver asynchronously); no timing asserted."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()

@@ -24,7 +24,7 @@ from predictor.history import History
 from predictor.models.choice import Choice, ChoiceForecaster, history_needed, stored_params
 from predictor.models.gbm import GlobalGBM
 from predictor.registry import RegistryError, RegistryVersion, load_version, write_version
-from predictor.selection import DECISION_QUANTILE, backtest, choose, decision_index, default_candidates
+from predictor.selection import DECISION_QUANTILE, decision_index
 from predictor.timestamps import epoch_ns
 from training.decision_time import DecisionTimeSettings, fit_decision_models
 
@@ -166,28 +166,12 @@ def _select_chunk(items: list[tuple[str, pd.Series]], req: ForecastRequest, gm: 
     for key, y in items:
         try:
             origin = req.origin if req.origin is not None else y.index[-1] + req.step
-            choice = (_select_named(key, y, req, origin, candidates) if candidates
-                      else select_series(key, y, req, origin, gm))
+            # named candidates run without the global model (a benchmark's cheap set)
+            choice = select_series(key, y, req, origin, None if candidates else gm, candidates or None)
             out.append((key, choice, None))
         except Exception as exc:  # noqa: BLE001 - one bad series is recorded and skipped
             out.append((key, None, f"{type(exc).__name__}: {exc}"))
     return out
-
-
-def _select_named(key: str, y: pd.Series, req: ForecastRequest, origin: pd.Timestamp,
-                  names: tuple[str, ...]) -> Choice | None:
-    """`select_series` over the named candidates only (no global model)."""
-    cands = [c for c in default_candidates(req.max_history) if c.name in names]
-    if not cands:
-        raise ValueError(f"none of the candidates {', '.join(names)} fits {req.max_history} of serving history")
-    origins, preds, actual, errors = backtest(y, origin, req.step, req.quantiles, cands, req.folds,
-                                              min(req.steps, int(DAY / req.step)), None)
-    if not origins or not preds:
-        return None
-    try:
-        return choose(key, y, req.step, origins, preds, actual, req.quantiles, cands, errors)
-    except ValueError:
-        return None
 
 
 def _chunks(items: list, n: int) -> list[list]:

@@ -4,7 +4,6 @@ connections. Asserted on the fake's request log: a quiet cluster costs no list b
 from __future__ import annotations
 
 import copy
-import time
 
 import pytest
 from kubernetes import client
@@ -15,6 +14,7 @@ from autoscaler.kube import Kube
 from contracts.informer import Backoff, Informer, StaleCache
 from tests.autoscaler.fake_apiserver import KINDS as FAKE_KINDS
 from tests.autoscaler.fake_apiserver import FakeApiServer
+from tests.conftest import wait_until
 
 PLURALS = [FAKE_KINDS[k][1] for k in KINDS]
 
@@ -33,16 +33,6 @@ def api(objects):
         watched.stop()
         kube.api_client.close()
         fake.stop()
-
-
-def wait_until(predicate, timeout: float = 15.0) -> bool:
-    """Poll until `predicate()` holds (the watch threads deliver asynchronously); no timing asserted."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def pod_names(state) -> set[str]:

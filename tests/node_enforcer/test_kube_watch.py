@@ -3,24 +3,13 @@ through the REAL `kubernetes` client's `watch.Watch` against the local fake (nod
 asserted on the fake's request log; a 410 lists again; a cut watch resumes without a list."""
 from __future__ import annotations
 
-import time
-
 from contracts.informer import Backoff
 from node_enforcer.kube import KubeApi
 from node_enforcer.testing.fake_api import FakeApi
+from tests.conftest import wait_until
 from tests.node_enforcer.conftest import make_pod_obj
 
 NODE = {"metadata": {"name": "n1", "annotations": {"tidewise.io/reclaim-plan": "v1"}}}
-
-
-def wait_until(predicate, timeout: float = 15.0) -> bool:
-    """Poll until `predicate()` holds (the watch thread delivers asynchronously); no timing asserted."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def lists(fake: FakeApi, path: str) -> list[dict]:
