@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, Sequence
 
 from contracts.qos import CPU_ENHANCEMENT, ENHANCEMENT_KEYS, MEMORY_ENHANCEMENT, QOS_ANNOTATION, QosLevel
 from node_enforcer.model.pod import Pod
@@ -41,18 +41,25 @@ def _bool(key: str, value: Any) -> bool:
     raise ValueError(f"{key} must be true or false, not {value!r}")
 
 
-def _enhancements(raw: str | None, annotation: str) -> dict[str, Any]:
-    if raw is None:
-        return {}
+def json_object_annotation(raw: str, annotation: str, known: Sequence[str]) -> dict[str, Any]:
+    """An annotation holding a JSON object with only `known` keys, parsed; ValueError naming the
+    annotation and what is wrong (shared by the QoS enhancements and the I/O limits)."""
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"{annotation} is not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{annotation} must be a JSON object, not {type(data).__name__}")
-    unknown = sorted(set(data) - set(ENHANCEMENT_KEYS))
+    unknown = sorted(set(data) - set(known))
     if unknown:
-        raise ValueError(f"{annotation} has unknown key(s) {unknown}; known: {list(ENHANCEMENT_KEYS)}")
+        raise ValueError(f"{annotation} has unknown key(s) {unknown}; known: {list(known)}")
+    return data
+
+
+def _enhancements(raw: str | None, annotation: str) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    data = json_object_annotation(raw, annotation, ENHANCEMENT_KEYS)
     out: dict[str, Any] = {}
     for key, value in data.items():
         if key in ("numa_binding", "numa_exclusive"):

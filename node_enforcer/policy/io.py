@@ -14,13 +14,13 @@ A malformed annotation is reported on the pod's plan and the settings' limits ap
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from contracts.errors import InputError
 from contracts.quantity import parse_memory_bytes
 from node_enforcer.model.devices import BlockDevice
+from node_enforcer.model.qos import json_object_annotation
 
 IO_ANNOTATION = "tidewise.io/io-limits"
 LIMIT_KEYS = ("read_bps", "write_bps", "read_iops", "write_iops")
@@ -89,15 +89,7 @@ class PodIo:
 
 def parse_io_annotation(raw: str) -> dict[str, int]:
     """The `tidewise.io/io-limits` value -> {key: positive int}; ValueError naming what is wrong."""
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise ValueError(f"{IO_ANNOTATION} is not JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{IO_ANNOTATION} must be a JSON object, not {type(data).__name__}")
-    unknown = sorted(set(data) - set(LIMIT_KEYS))
-    if unknown:
-        raise ValueError(f"{IO_ANNOTATION} has unknown key(s) {unknown}; known: {list(LIMIT_KEYS)}")
+    data = json_object_annotation(raw, IO_ANNOTATION, LIMIT_KEYS)
     out = {}
     for key, value in data.items():
         try:
