@@ -20,6 +20,8 @@ from contracts.kube_errors import KubeError, TooManyRequests, error_for_status
 # the tree is shared with the node agent; re-exported here for the callers that import it from this module
 from contracts.kube_errors import Conflict, Forbidden, NotFound  # noqa: F401
 
+from autoscaler.kube_cluster import IHPA, SPD, TIDE_POOL, ClusterObjects
+
 log = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -52,8 +54,9 @@ def _map(exc: Exception, what: str) -> KubeError:
     return error_for_status(status, msg, retry)
 
 
-class Kube:
-    """`Kube(api_client)`; build one with `Kube.from_config()` (in-cluster, else kubeconfig)."""
+class Kube(ClusterObjects):
+    """`Kube(api_client)`; build one with `Kube.from_config()` (in-cluster, else kubeconfig). Disruption
+    budgets, evictions and the Katalyst cluster objects are in `autoscaler.kube_cluster`."""
 
     def __init__(self, api_client: Any, *, sleep: Callable[[float], None] = time.sleep, max_retries: int = 4,
                  backoff_seconds: float = 1.0, max_backoff_seconds: float = 30.0, request_timeout: float = 30.0):
@@ -73,6 +76,7 @@ class Kube:
         self.autoscaling = client.AutoscalingV2Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.coordination = client.CoordinationV1Api(api_client)
+        self.policy = client.PolicyV1Api(api_client)
         self.sleep = sleep
         self.max_retries = max_retries
         self.backoff_seconds = backoff_seconds
@@ -100,8 +104,10 @@ class Kube:
                             f"{kubeconfig or '~/.kube/config'} failed ({exc}); pass --kubeconfig or --cluster-state") from exc
 
     # plumbing -----------------------------------------------------------------------------------
-    def call(self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-        """Call `fn` raw; parse the JSON body; map errors; back off and retry on 429."""
+    def call(self, what: str, fn: Callable[..., Any], *args: Any, retries: int | None = None, **kw: Any) -> Any:
+        """Call `fn` raw; parse the JSON body; map errors; back off and retry on 429 (at most `retries`
+        times, `max_retries` by default; an eviction passes 0: its 429 is a disruption budget's no)."""
+        retries = self.max_retries if retries is None else retries
         attempt = 0
         while True:
             try:
@@ -110,7 +116,7 @@ class Kube:
                 return json.loads(data) if data else {}
             except Exception as exc:  # noqa: BLE001 - mapped below
                 err = _map(exc, what)
-                if not isinstance(err, TooManyRequests) or attempt >= self.max_retries:
+                if not isinstance(err, TooManyRequests) or attempt >= retries:
                     raise err from exc
                 wait = err.retry_after if err.retry_after is not None else self.backoff_seconds * 2**attempt
                 wait = min(wait, self.max_backoff_seconds)
@@ -177,6 +183,12 @@ class Kube:
             "StatefulSet": ("statefulsets", self.apps.list_stateful_set_for_all_namespaces, ()),
             "Pod": ("pods", self.core.list_pod_for_all_namespaces, ()),
             "Node": ("nodes", self.core.list_node, ()),
+            "PodDisruptionBudget": ("poddisruptionbudgets", self.policy.list_pod_disruption_budget_for_all_namespaces,
+                                    ()),
+            "ServiceProfileDescriptor": ("serviceprofiledescriptors", self.custom.list_cluster_custom_object, SPD),
+            "IntelligentHorizontalPodAutoscaler": ("intelligenthorizontalpodautoscalers",
+                                                   self.custom.list_cluster_custom_object, IHPA),
+            "TideNodePool": ("tidenodepools", self.custom.list_cluster_custom_object, TIDE_POOL),
         }
 
     def _watch(self, what: str, fn: Callable[..., Any], version: str, *args: Any) -> Iterator[dict[str, Any]]:
@@ -221,7 +233,7 @@ class Kube:
                          _content_type=MERGE_PATCH)
 
     def patch_node(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Metadata only (the reclaim-plan annotation): RBAC `patch` on nodes."""
+        """Metadata and spec (the reclaim-plan annotation; a tide node's labels and taints): RBAC `patch` on nodes."""
         return self.call(f"patch node {name}", self.core.patch_node, name, body, _content_type=MERGE_PATCH)
 
     def patch_cnr_status(self, name: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -4,22 +4,18 @@ One `contracts.informer.Informer` per kind the loop reads: the first `read()` li
 daemon thread per kind follows its watch, so a later run reads the cache and a quiet cluster costs
 six idle connections, not six full lists a minute. A kind whose cache cannot be trusted (not listed,
 or its watch failing for longer than `stale_after`) raises `StaleCache`, which freezes the run like
-any failed source. A missing VPA CRD means no VPAs, as with `ApiCluster`; it is probed again each run.
+any failed source. A missing CRD means none of that kind, as with `ApiCluster`; it is probed again each run.
 """
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from autoscaler.kube import Kube
-from autoscaler.model.cluster import ClusterState
+from autoscaler.input.cluster import CRD_KINDS, missing_crd
+from autoscaler.model.cluster import KINDS, ClusterState
 from contracts.informer import Backoff, Informer
 from contracts.kube_errors import NotFound
-
-log = logging.getLogger(__name__)
-
-KINDS = ("VerticalPodAutoscaler", "HorizontalPodAutoscaler", "Deployment", "StatefulSet", "Pod", "Node")
 
 
 @dataclass
@@ -30,10 +26,11 @@ class WatchedCluster:
     stale_after: float = 120.0  # two missed 60 s runs: then the run freezes instead of deciding on old data
     backoff: Callable[[], Backoff] = Backoff  # one per informer; tests shorten it
     informers: dict[str, Informer] = field(default_factory=dict)
+    extra_kinds: tuple[str, ...] = ()  # from `OPTIONAL_KINDS`, as with `ApiCluster`
 
     def read(self) -> ClusterState:
         objects: list[dict[str, Any]] = []
-        for kind in KINDS:
+        for kind in KINDS + self.extra_kinds:
             informer = self.informers.get(kind) or self._start(kind)
             if informer is not None:
                 objects += informer.items()
@@ -45,9 +42,9 @@ class WatchedCluster:
         try:
             informer.prime()
         except NotFound:
-            if kind != "VerticalPodAutoscaler":
+            if kind not in CRD_KINDS:
                 raise
-            log.warning("the VerticalPodAutoscaler CRD is not installed: no VPA recommendations this run")
+            missing_crd(kind)
             return None
         self.informers[kind] = informer.start()
         return informer

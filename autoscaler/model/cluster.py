@@ -12,6 +12,10 @@ Obj = dict[str, Any]
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet")
 KINDS = ("VerticalPodAutoscaler", "HorizontalPodAutoscaler", "Deployment", "StatefulSet", "Pod", "Node")
+# kinds read only when a feature needs them (serve passes them as `extra_kinds` to the cluster readers):
+# disruption budgets (rebalancing, tide pools) and Katalyst's SPD, IHPA and TideNodePool objects
+OPTIONAL_KINDS = ("PodDisruptionBudget", "ServiceProfileDescriptor", "IntelligentHorizontalPodAutoscaler",
+                  "TideNodePool")
 
 
 def meta(obj: Obj) -> Obj:
@@ -32,6 +36,8 @@ class ClusterState:
     pods: list[Obj] = field(default_factory=list)
     nodes: list[Obj] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # objects that could not be used, and why
+    # OPTIONAL_KINDS by kind (absent when not read); e.g. `state.others.get("TideNodePool", [])`
+    others: dict[str, list[Obj]] = field(default_factory=dict)
 
     @classmethod
     def from_objects(cls, objects: Iterable[Obj]) -> "ClusterState":
@@ -52,6 +58,8 @@ class ClusterState:
                 state.pods.append(o)
             elif kind == "Node":
                 state.nodes.append(o)
+            elif kind in OPTIONAL_KINDS:
+                state.others.setdefault(kind, []).append(o)
             # other kinds (Services, ConfigMaps, ...) are ignored on purpose
         state._index()
         return state

@@ -7,6 +7,13 @@ patches to `status` only, and records every request (with its query string). `?w
 list path streams that kind's events after the given resourceVersion (`node_enforcer.testing.watch_stream`:
 `watch.compact()` for 410 Gone, `watch.drop()` / `watch.drop_next()` for a cut connection). `fail(method, pattern, status, times)` makes
 the next matching requests fail (404, 403, 409, 429 with Retry-After) before the real handling.
+
+Writes of custom kinds (VPA, Katalyst CRDs) are validated against the vendored CRD schemas and
+refused with 422 Invalid when they break them, as the API server does. `POST .../pods/{name}/eviction`
+is the Eviction API: it answers 429 when a PodDisruptionBudget whose `matchLabels` select the pod
+would be violated (healthy = matching pods not Failed/Succeeded; `minAvailable` or
+`maxUnavailable`, as a count or a percentage, of the pods matching plus those evicted and not yet
+replaced), else deletes the pod (`?dryRun=All` deletes nothing).
 """
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from node_enforcer.testing.watch_stream import WatchLog
+from tests.autoscaler.k8s_schemas import schema_errors
 
 # kind -> (path prefix, plural, namespaced, api version)
 KINDS = {
@@ -32,9 +40,20 @@ KINDS = {
     "Lease": ("/apis/coordination.k8s.io/v1", "leases", True, "coordination.k8s.io/v1"),
     "CustomNodeResource": ("/apis/node.katalyst.kubewharf.io/v1alpha1", "customnoderesources", False,
                            "node.katalyst.kubewharf.io/v1alpha1"),
+    "ReplicaSet": ("/apis/apps/v1", "replicasets", True, "apps/v1"),
+    "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True, "policy/v1"),
+    "ServiceProfileDescriptor": ("/apis/workload.katalyst.kubewharf.io/v1alpha1", "serviceprofiledescriptors", True,
+                                 "workload.katalyst.kubewharf.io/v1alpha1"),
+    "IntelligentHorizontalPodAutoscaler": ("/apis/autoscaling.katalyst.kubewharf.io/v1alpha2",
+                                           "intelligenthorizontalpodautoscalers", True,
+                                           "autoscaling.katalyst.kubewharf.io/v1alpha2"),
+    "TideNodePool": ("/apis/tide.katalyst.kubewharf.io/v1alpha1", "tidenodepools", False,
+                     "tide.katalyst.kubewharf.io/v1alpha1"),
 }
 PLURAL = {v[1]: k for k, v in KINDS.items()}
-BUILTIN = {"Node", "Pod", "Deployment", "StatefulSet", "HorizontalPodAutoscaler", "Lease"}
+BUILTIN = {"Node", "Pod", "Deployment", "StatefulSet", "HorizontalPodAutoscaler", "Lease", "ReplicaSet",
+           "PodDisruptionBudget"}
+EVICTION = re.compile(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction")
 
 
 def object_path(obj: dict[str, Any]) -> str:
@@ -76,6 +95,7 @@ class FakeApiServer:
         self.lock = threading.Lock()
         self.requests: list[Request] = []
         self.faults: list[list[Any]] = []  # [method, regex, status, remaining, headers]
+        self.disrupted: dict[str, int] = {}  # PDB path -> pods evicted and not yet replaced
         for o in objects:
             self.put(o)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -100,6 +120,10 @@ class FakeApiServer:
 
     def put(self, obj: dict[str, Any]) -> dict[str, Any]:
         path = object_path(obj)
+        if obj["kind"] == "Pod" and path not in self.objects:  # a replacement pod ends a disruption
+            for pdb in self._budgets(obj):
+                if self.disrupted.get(object_path(pdb), 0) > 0:
+                    self.disrupted[object_path(pdb)] -= 1
         obj = self.watch.record("MODIFIED" if path in self.objects else "ADDED",
                                 dict(obj, apiVersion=obj.get("apiVersion") or KINDS[obj["kind"]][3]))
         self.objects[path] = obj
@@ -133,13 +157,69 @@ class FakeApiServer:
         self.watch.serve(handler, (q.get("resourceVersion") or ["0"])[0], float((q.get("timeoutSeconds") or ["30"])[0]),
                          lambda o: o.get("kind") == kind and (ns is None or o["metadata"].get("namespace") == ns))
 
-    def _handle(self, method: str, path: str, ctype: str, body: Any) -> tuple[int, Any, dict[str, str]]:
-        self.requests.append(Request(method, path, ctype, body))
+    def evictions(self) -> list[Request]:
+        """Every eviction request (allowed or refused), oldest first."""
+        return [r for r in self.requests if r.method == "POST" and EVICTION.fullmatch(r.path)]
+
+    def _budgets(self, pod: dict[str, Any]) -> list[dict[str, Any]]:
+        """The PodDisruptionBudgets whose `matchLabels` select `pod`."""
+        ns, labels = pod["metadata"].get("namespace"), pod["metadata"].get("labels") or {}
+        return [o for o in self.objects.values() if o["kind"] == "PodDisruptionBudget"
+                and o["metadata"].get("namespace") == ns and _selects(o, labels)]
+
+    def _pdb_allows(self, pod: dict[str, Any]) -> str | None:
+        """None when evicting `pod` keeps every budget that selects it, else the budget's name. Expected
+        pods = those matching now + those evicted and not yet replaced (the controller's count)."""
+        ns = pod["metadata"].get("namespace")
+        for pdb in self._budgets(pod):
+            matched = [o for o in self.objects.values() if o["kind"] == "Pod" and o["metadata"].get("namespace") == ns
+                       and _selects(pdb, o["metadata"].get("labels") or {})]
+            healthy = sum((p.get("status") or {}).get("phase") not in ("Failed", "Succeeded") for p in matched)
+            expected = len(matched) + self.disrupted.get(object_path(pdb), 0)
+            spec = pdb["spec"]
+
+            def count(v: Any) -> int:
+                return -(-expected * int(v[:-1]) // 100) if isinstance(v, str) and v.endswith("%") else int(v)
+            if "minAvailable" in spec:
+                allowed = healthy - count(spec["minAvailable"])
+            else:
+                allowed = count(spec.get("maxUnavailable", 0)) - (expected - healthy)
+            if allowed < 1:
+                return pdb["metadata"]["name"]
+        return None
+
+    def _evict(self, ns: str, name: str, query: str) -> tuple[int, Any, dict[str, str]]:
+        path = object_path({"kind": "Pod", "metadata": {"name": name, "namespace": ns}})
+        pod = self.objects.get(path)
+        if pod is None:
+            return 404, status(404, "NotFound", f'pods "{name}" not found'), {}
+        blocking = self._pdb_allows(pod)
+        if blocking is not None:
+            return 429, status(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption "
+                                                       f"budget ({blocking})."), {}
+        if "dryrun=all" not in query.lower():
+            for pdb in self._budgets(pod):
+                self.disrupted[object_path(pdb)] = self.disrupted.get(object_path(pdb), 0) + 1
+            self.delete("Pod", name, ns)
+        return 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}, {}
+
+    def _write(self, obj: dict[str, Any], code: int) -> tuple[int, Any, dict[str, str]]:
+        errors = schema_errors(obj)
+        if errors:
+            return 422, status(422, "Invalid", f"{obj['kind']} {obj['metadata'].get('name')!r} is invalid: "
+                                               + "; ".join(errors[:3])), {}
+        return code, self.put(obj), {}
+
+    def _handle(self, method: str, path: str, ctype: str, body: Any, query: str = "") -> tuple[int, Any, dict[str, str]]:
+        self.requests.append(Request(method, path, ctype, body, query))
         for f in self.faults:
             if f[0] == method and f[1].search(path) and f[3] > 0:
                 f[3] -= 1
                 reason = {404: "NotFound", 403: "Forbidden", 409: "Conflict", 429: "TooManyRequests"}.get(f[2], "Error")
                 return f[2], status(f[2], reason, f"injected {reason} for {path}"), f[4]
+        evict = EVICTION.fullmatch(path)
+        if evict and method == "POST":
+            return self._evict(evict.group(1), evict.group(2), query)
         sub = None
         if path.endswith("/status"):
             path, sub = path[: -len("/status")], "status"
@@ -164,20 +244,23 @@ class FakeApiServer:
             obj.setdefault("metadata", {})["namespace"] = ns
             if object_path(obj) in self.objects:
                 return 409, status(409, "AlreadyExists", f"{plural} {obj['metadata']['name']} already exists"), {}
-            return 201, self.put(obj), {}
+            return self._write(obj, 201)
         key = path
         cur = self.objects.get(key)
         if cur is None:
             return 404, status(404, "NotFound", f'{plural} "{name}" not found'), {}
         if method == "GET":
             return 200, cur, {}
+        if method == "DELETE":
+            self.delete(kind, name, ns)
+            return 200, status(200, "", f"{plural} {name} deleted") | {"status": "Success"}, {}
         sent_rv = ((body or {}).get("metadata") or {}).get("resourceVersion")
         if sent_rv is not None and sent_rv != cur["metadata"]["resourceVersion"]:
             return 409, status(409, "Conflict", f'Operation cannot be fulfilled on {plural} "{name}": the object has '
                                                 "been modified; please apply your changes to the latest version"), {}
         if method == "PUT":
             new = dict(body, kind=kind, apiVersion=KINDS[kind][3])
-            return 200, self.put(new), {}
+            return self._write(new, 200)
         if method == "PATCH":
             if ctype != "application/merge-patch+json":
                 return 415, status(415, "UnsupportedMediaType", f"this fake takes merge patches, got {ctype}"), {}
@@ -187,7 +270,7 @@ class FakeApiServer:
                 new = dict(cur, status=merge(cur.get("status"), body.get("status") or {}))
             else:
                 new = merge(cur, {k: v for k, v in body.items() if k != "status"})
-            return 200, self.put(new), {}
+            return self._write(new, 200)
         return 405, status(405, "MethodNotAllowed", method), {}
 
     def _handler(self):
@@ -202,7 +285,7 @@ class FakeApiServer:
                 if method == "GET" and "watch=true" in query.lower():
                     return fake._watch(self, path, query)
                 with fake.lock:
-                    code, out, headers = fake._handle(method, path, self.headers.get("Content-Type", ""), body)
+                    code, out, headers = fake._handle(method, path, self.headers.get("Content-Type", ""), body, query)
                 data = json.dumps(out).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
@@ -224,10 +307,18 @@ class FakeApiServer:
             def do_POST(self):  # noqa: N802
                 self._do("POST")
 
+            def do_DELETE(self):  # noqa: N802
+                self._do("DELETE")
+
             def log_message(self, *a):
                 pass
 
         return H
+
+
+def _selects(pdb: dict[str, Any], labels: dict[str, str]) -> bool:
+    sel = ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    return bool(sel) and all(labels.get(k) == v for k, v in sel.items())
 
 
 def status(code: int, reason: str, message: str) -> dict[str, Any]:
