@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from autoscaler.logic.rebalance import RebalanceSettings
 from contracts.qos import QOS_ANNOTATION, RECLAIMED_MEMORY, RECLAIMED_MILLICPU
 
 MIB = 2**20
@@ -171,3 +172,4 @@ class ServeSettings:
     reclaim: ReclaimSettings = field(default_factory=ReclaimSettings)
     guardrails: GuardrailSettings = field(default_factory=GuardrailSettings)
     loop: LoopSettings = field(default_factory=LoopSettings)
+    rebalance: RebalanceSettings = field(default_factory=RebalanceSettings)  # autoscaler/logic/rebalance.py

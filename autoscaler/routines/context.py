@@ -80,6 +80,7 @@ class RunReport:
     # objects whose written part changed outside Tidewise since the last write: decided and written again
     drifted: dict[str, str] = field(default_factory=dict)
     kill_deliberate: bool = False  # KILLED by an operator's explicit `stop`, not by an unreadable switch
+    rebalance: Any = None  # routines/rebalance.RebalanceResult when the rebalance step ran
 
     def count(self, outcome: str) -> int:
         return sum(1 for r in self.results if r.outcome == outcome)

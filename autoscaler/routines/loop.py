@@ -32,6 +32,7 @@ from autoscaler.routines.context import (FROZEN, KILLED, OK, ClusterReader, Fore
 from autoscaler.routines.decision_time import DecisionTimeServing
 from autoscaler.routines.drift import WriteMemory
 from autoscaler.routines.forecast_cache import ForecastCache, usable_series
+from autoscaler.routines.rebalance import Rebalancer
 from autoscaler.routines.recommend import Recommender
 from autoscaler.settings import ServeSettings
 from predictor.forecasting import ForecastRequest, forecast_history
@@ -53,7 +54,8 @@ class ServingLoop:
                  forecaster: Forecaster | None = None, registry_dir: str | None = None,
                  registry_loader: Callable[[str], Any] | None = None,
                  registry_forecaster: Callable[[Any, str], Forecaster] | None = None,
-                 clock: Callable[[], pd.Timestamp] | None = None, metrics: RunMetrics | None = None):
+                 clock: Callable[[], pd.Timestamp] | None = None, metrics: RunMetrics | None = None,
+                 evictor: Any = None):
         self.settings = settings
         self.source = source
         self.cluster = cluster
@@ -80,6 +82,7 @@ class ServingLoop:
         self.memory = WriteMemory()
         self.forecast_cache = ForecastCache()  # see LoopSettings.forecast_refresh
         self.decision_time = DecisionTimeServing()  # per-series calibration of decision-time forecasts
+        self.rebalancer = Rebalancer(settings.rebalance, self.step, evictor, sink)  # `evictor` None: dry-run
         self.failures = 0
         self.last_report: RunReport | None = None
         self.last_good: RunReport | None = None
@@ -100,6 +103,8 @@ class ServingLoop:
             ("forecast", self._step_forecast), ("recommend", self._step_recommend),
             ("guardrails", self._step_guardrails), ("write", self._step_write),
         ]
+        if self.settings.rebalance.enabled:  # after guardrails (the kill switch), before write (decisions.json)
+            steps.insert(-1, ("rebalance", self.rebalancer.run))
         # the cyclic GC walks every object of a 50,000-object cluster snapshot on each full pass;
         # a run's own garbage is acyclic (freed by reference counting), so it pauses during a run
         gc_was_enabled = gc.isenabled()
@@ -203,7 +208,8 @@ class ServingLoop:
         s = self.settings
         longest = max(parse_duration(s.vpa.safe_window), parse_duration(s.vpa.window),
                       parse_duration(s.hpa.startup) + parse_duration(s.hpa.look_ahead) + 2 * self.step,
-                      parse_duration(s.reclaim.window))
+                      parse_duration(s.reclaim.window),
+                      parse_duration(s.rebalance.horizon) if s.rebalance.enabled else self.step)
         return int(math.ceil(longest / self.step))
 
     def _needed_series(self, state: ClusterState, index: dict[WorkloadKey, WorkloadSeries]) -> list[str]:
@@ -220,7 +226,7 @@ class ServingLoop:
             key = HpaView(h).workload_key()
             if key is not None:  # a malformed one is reported by the recommend step
                 need.add(key)
-        if self.settings.reclaim.enabled:
+        if self.settings.reclaim.enabled or self.settings.rebalance.enabled:
             for pod in state.pods:
                 wl = state.workload_of_pod(pod)
                 if wl:
@@ -238,7 +244,7 @@ class ServingLoop:
         refresh = parse_duration(s.loop.forecast_refresh) if s.loop.forecast_refresh else None
         # 0.5: the HPA floor's level ratio (and short-term band) compare observations with the median
         quantiles = tuple(sorted({0.5, s.vpa.quantile, s.vpa.lower_quantile, s.hpa.quantile,
-                                  s.reclaim.quantile}))
+                                  s.reclaim.quantile, *((s.rebalance.quantile,) if s.rebalance.enabled else ())}))
         origin = now.floor(self.step) if now.floor(self.step) > ctx.end else ctx.end + self.step
         ctx.forecast_from(origin)
         cache = self.forecast_cache

@@ -57,6 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-leader-election", action="store_true", help="act without holding the Lease (one replica only)")
     p.add_argument("--identity", help="leader-election identity (default: $POD_NAME or the host name)")
     p.add_argument("--report", metavar="FILE", help="write the last run's report as JSON")
+    p.add_argument("--rebalance", action="store_true",
+                   help="also move pods off nodes whose forecast peak will be hot (docs/rebalance.md; evicts "
+                        "only with --apply; settings in the config file's serve: rebalance: section)")
     p.set_defaults(func=run)
 
 
@@ -67,10 +70,19 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
     from tidewise.config import settings_from
 
     section = dict((args.settings or {}).get("serve") or {})
-    known = {"vpa", "hpa", "reclaim", "guardrails", "loop"}
+    known = {"vpa", "hpa", "reclaim", "guardrails", "loop", "rebalance"}
     if set(section) - known:
         raise InputError(f"config section 'serve': unknown key(s) {sorted(set(section) - known)}; known: {sorted(known)}")
+    from autoscaler.logic.rebalance import RebalanceSettings
+
+    rebalance = settings_from(RebalanceSettings, section.get("rebalance"), "serve.rebalance",
+                              enabled=True if getattr(args, "rebalance", False) else None)
+    try:
+        rebalance.check()
+    except ValueError as exc:
+        raise InputError(f"config section 'serve.rebalance': {exc}") from None
     return ServeSettings(
+        rebalance=rebalance,
         vpa=settings_from(VpaSettings, section.get("vpa"), "serve.vpa", recommender_name=args.recommender_name),
         hpa=settings_from(HpaSettings, section.get("hpa"), "serve.hpa"),
         reclaim=settings_from(ReclaimSettings, section.get("reclaim"), "serve.reclaim"),
@@ -109,6 +121,7 @@ def _report_dict(rep) -> dict:
                 for d in rep.hpa},
         "nodes": {p.node: {"reclaimed_millicpu": p.reclaimed_millicpu,
                            "reclaimed_memory_bytes": p.reclaimed_memory_bytes, "reasons": p.reasons} for p in rep.reclaim},
+        "rebalance": rep.rebalance.as_dict() if rep.rebalance is not None else None,
     }
 
 
@@ -190,7 +203,15 @@ def _clock(args: argparse.Namespace, step):  # -> Callable[[], pd.Timestamp] | N
     return None
 
 
-def _cluster_and_sink(args: argparse.Namespace):  # -> (Kube | None, ClusterReader, Sink)
+def _extra_kinds(settings) -> tuple[str, ...]:
+    """The optional kinds (autoscaler/model/cluster.py OPTIONAL_KINDS) the enabled features read."""
+    kinds: list[str] = []
+    if settings.rebalance.enabled:
+        kinds.append("PodDisruptionBudget")  # budgets are checked before an eviction is asked for
+    return tuple(dict.fromkeys(kinds))
+
+
+def _cluster_and_sink(args: argparse.Namespace, kinds: tuple[str, ...] = ()):  # -> (Kube | None, ClusterReader, Sink)
     kube = None
     if not args.cluster_state or (args.sink == "api" and args.apply):
         from autoscaler.kube import Kube  # the kubernetes client is imported only when the API is used
@@ -200,11 +221,11 @@ def _cluster_and_sink(args: argparse.Namespace):  # -> (Kube | None, ClusterRead
     from autoscaler.output.sinks import ApiSink, DryRunSink, FileSink, Sink
 
     # without --cluster-state, kube was made above: `kube is None` only narrows the type
-    cluster = FileCluster(args.cluster_state) if args.cluster_state or kube is None else ApiCluster(kube)
+    cluster = FileCluster(args.cluster_state) if args.cluster_state or kube is None else ApiCluster(kube, kinds)
     if isinstance(cluster, ApiCluster) and not args.once and not args.no_watch:
         from autoscaler.input.watched import WatchedCluster
 
-        cluster = WatchedCluster(kube)  # type: ignore[assignment,arg-type]  # a third reader; kube is set for ApiCluster
+        cluster = WatchedCluster(kube, extra_kinds=kinds)  # type: ignore[assignment,arg-type]  # a third reader; kube is set for ApiCluster
     if args.cluster_state:
         load_cluster_state(args.cluster_state)  # a malformed file is a usage error now, not a frozen run later
     sink: Sink
@@ -227,16 +248,27 @@ def run(args: argparse.Namespace) -> int:
     _check_paths(args, settings)
     source = _source(args)
     clock = _clock(args, step)
-    kube, cluster, sink = _cluster_and_sink(args)
+    kube, cluster, sink = _cluster_and_sink(args, _extra_kinds(settings))
     from autoscaler.metrics import Metrics
     from autoscaler.routines.loop import ServingLoop
 
     metrics = Metrics()
-    loop = ServingLoop(settings, source, cluster, sink, registry_dir=args.registry, clock=clock, metrics=metrics)
+    loop = ServingLoop(settings, source, cluster, sink, registry_dir=args.registry, clock=clock, metrics=metrics,
+                       evictor=_evictor(args, settings, kube))
     if args.once:
         return _once(args, loop, sink)
     leader = kube is not None and args.sink == "api" and args.apply and not args.no_leader_election
     return _forever(args, loop, sink, metrics, kube if leader else None, (metrics_host, metrics_port))
+
+
+def _evictor(args: argparse.Namespace, settings, kube):  # -> Evictor | None
+    """The one Evictor of rebalancing: sends evictions only with --apply and a cluster to send them to."""
+    if not settings.rebalance.enabled:
+        return None
+    from autoscaler.output.eviction import Evictor
+
+    live = bool(args.apply and kube is not None and getattr(args, "sink", "api") == "api")
+    return Evictor(kube, dry_run=not live, per_minute=settings.rebalance.per_minute)
 
 
 def _once(args: argparse.Namespace, loop, sink) -> int:
