@@ -1,0 +1,77 @@
+"""The rebalance step inside the serving loop (in process): off unless enabled, the forecast
+horizon covers the rebalance horizon, the kill switch stops every move, a failure in the step is
+reported without freezing the run's other writes, and the Evictor's window spans runs."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from autoscaler.output.eviction import Evictor
+from autoscaler.output.sinks import DRY_RUN, DryRunSink
+from autoscaler.routines.loop import OK, ServingLoop
+from tests.autoscaler.conftest import StaticCluster, fast_settings, source_of
+from tests.autoscaler.test_rebalance_cli import hot_cluster
+
+
+def loop_for(objects, history, **rebalance):
+    s = fast_settings()
+    s.rebalance.enabled = True
+    for k, v in rebalance.items():
+        setattr(s.rebalance, k, v)
+    return s, ServingLoop(s, source_of(history), StaticCluster(hot_cluster(objects)), DryRunSink())
+
+
+def test_off_by_default(objects, history):
+    rep = ServingLoop(fast_settings(), source_of(history), StaticCluster(hot_cluster(objects)), DryRunSink()).run_once()
+    assert rep.rebalance is None and "rebalance" not in [s.name for s in rep.steps]
+
+
+def test_the_forecast_reaches_past_the_rebalance_horizon(objects, history):
+    s, loop = loop_for(objects, history, horizon="30h")  # longer than any other decision's window
+    assert loop._needed_steps() * loop.step >= pd.Timedelta("30h")
+    s.rebalance.enabled = False
+    assert loop._needed_steps() * loop.step < pd.Timedelta("30h")
+
+
+def test_a_hot_node_gets_moves_with_reasons(objects, history):
+    _, loop = loop_for(objects, history)
+    rep = loop.run_once()
+    assert rep.outcome == OK and list(rep.rebalance.plan.hot) == ["node-0"]
+    doc = json.loads(json.dumps(rep.rebalance.as_dict()))
+    assert doc["moves"] and all(m["result"] == "dry-run" and "node-0 hot" in m["reason"] for m in doc["moves"])
+    assert doc["kept"]  # the pods that stay on node-0 say why
+    assert rep.count(DRY_RUN) > 0  # the other decisions were made as usual
+
+
+def test_the_kill_switch_moves_nothing(objects, history, tmp_path):
+    s, loop = loop_for(objects, history)
+    switch = tmp_path / "switch"
+    switch.write_text("stop\n")
+    s.guardrails.kill_switch_file = str(switch)
+    sent = []
+    loop.rebalancer.evictor = Evictor(type("K", (), {"evict_pod": lambda self, ns, n: sent.append(n)})(),
+                                      dry_run=False)
+    rep = loop.run_once()
+    assert rep.rebalance.outcomes == [] and rep.rebalance.note.startswith("kill switch") and sent == []
+
+
+def test_a_failing_plan_is_reported_and_the_other_writes_still_happen(objects, history, monkeypatch):
+    _, loop = loop_for(objects, history)
+
+    def broken(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("autoscaler.routines.rebalance.plan_rebalance", broken)
+    rep = loop.run_once()
+    assert rep.outcome == OK and rep.skipped["rebalance"] == "RuntimeError: boom"
+    assert rep.count(DRY_RUN) > 0
+
+
+def test_the_per_minute_limit_spans_runs(objects, history):
+    _, loop = loop_for(objects, history, per_minute=3)
+    loop.rebalancer.evictor = Evictor(None, per_minute=3, clock=lambda: 0.0)
+    first = [o.result for o in loop.run_once().rebalance.outcomes]
+    second = [o.result for o in loop.run_once().rebalance.outcomes]
+    assert first[:3] == ["dry-run"] * 3 and set(first[3:]) <= {"rate-limited"}
+    assert second and set(second) == {"rate-limited"}  # the same minute: the window is full
