@@ -10,6 +10,12 @@ table (class, seasonality strength, chosen model, backtest skill against daily s
 coverage of q0.95) and one plot per workload (recent history, forecast band, peak windows).
 
 The history comes from the registry's stored recent window, or from --input when given.
+
+With --cost PRICES.yaml it writes the cost report instead (no registry read): what Tidewise saved,
+priced per namespace at peak and off-peak prices per core-hour and GiB-hour, from whichever of
+--history, --cluster-state, --vpa-replay, --colocation and --tide are given (a lever whose input is
+absent is "not measured", with the reason). Writes --out (HTML) and, beside it, .json and .csv.
+See docs/cost-report.md.
 """
 
 
@@ -22,7 +28,52 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--horizon", default="24h", help="forecast horizon shown (default 24h)")
     p.add_argument("--registry-key", metavar="FILE", help="HMAC key file: refuse a version not signed with it")
     p.add_argument("--max-plots", type=int, default=200, help="plot at most this many series (default 200)")
+    c = p.add_argument_group("cost report (--cost; docs/cost-report.md)")
+    c.add_argument("--cost", metavar="PRICES.yaml", help="price what Tidewise saved (example: docs/prices.example.yaml)")
+    c.add_argument("--history", metavar="FILE", help="long usage history (series,timestamp,value): used")
+    c.add_argument("--cluster-state", metavar="FILE", help="cluster YAML/JSON (as serve reads): requests")
+    c.add_argument("--vpa-replay", metavar="FILE", help="`tidewise replay vpa --output` CSV: Tidewise's requests")
+    c.add_argument("--colocation", metavar="FILE", help="results.json of `tidewise simulate colocation`")
+    c.add_argument("--tide", metavar="FILE", help="results.json of `tidewise simulate tide`")
+    c.add_argument("--node-size", metavar="CORES,GIB", help="size of a tide node (default: from --tide's file)")
     p.set_defaults(func=run)
+
+
+def run_cost(args: argparse.Namespace) -> int:
+    from contracts.errors import InputError
+    from studies.cost.page import sibling_paths, summary_lines, write_outputs
+    from studies.cost.prices import load_prices
+    from studies.cost.report import CostInputs, build_report
+
+    from tidewise.paths import check_output_path
+
+    prices = load_prices(args.cost)
+    given = CostInputs(history=args.history, cluster_state=args.cluster_state, vpa_replay=args.vpa_replay,
+                       colocation=args.colocation, tide=args.tide, node_size=node_size(args.node_size))
+    if not (given.history or given.vpa_replay or given.colocation or given.tide):
+        raise InputError("--cost needs at least one of --history, --vpa-replay, --colocation, --tide to price")
+    for what, path in sibling_paths(args.out).items():
+        check_output_path(path, what="--out" if what == "report" else f"--out's {what}")
+    report = build_report(prices, given)
+    paths = write_outputs(report, args.out)
+    print("\n".join(summary_lines(report)), file=sys.stderr)
+    print(f"wrote {paths['report']}, {paths['json']}, {paths['csv']}", file=sys.stderr)
+    return 0
+
+
+def node_size(text: str | None) -> tuple[float, float] | None:
+    """--node-size CORES,GIB (e.g. 32,128)."""
+    from contracts.errors import InputError
+
+    if text is None:
+        return None
+    try:
+        cores, gib = (float(x) for x in text.split(","))
+    except ValueError:
+        raise InputError(f"--node-size {text!r}: give CORES,GIB, e.g. --node-size 32,128") from None
+    if not (cores > 0 and gib > 0) or float("inf") in (cores, gib):
+        raise InputError(f"--node-size {text!r}: cores and GiB must be finite and > 0, e.g. 32,128")
+    return cores, gib
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
 
     from tidewise.paths import check_output_path, existing_registry
 
+    if args.cost:
+        return run_cost(args)
     horizon = parse_duration(args.horizon, what="--horizon")
     existing_registry(args.registry)
     check_output_path(args.out, what="--out")
