@@ -183,6 +183,7 @@ class Kube(ClusterObjects):
             "StatefulSet": ("statefulsets", self.apps.list_stateful_set_for_all_namespaces, ()),
             "Pod": ("pods", self.core.list_pod_for_all_namespaces, ()),
             "Node": ("nodes", self.core.list_node, ()),
+            "CustomNodeResource": ("customnoderesources", self.custom.list_cluster_custom_object, CNR),
             "PodDisruptionBudget": ("poddisruptionbudgets", self.policy.list_pod_disruption_budget_for_all_namespaces,
                                     ()),
             "ServiceProfileDescriptor": ("serviceprofiledescriptors", self.custom.list_cluster_custom_object, SPD),

@@ -118,6 +118,11 @@ class ReclaimSettings:
     write_cnr: bool = False  # also a Katalyst CustomNodeResource status (when that CRD is present)
     qos_annotation: str = QOS_ANNOTATION
     numa_annotation: str = "tidewise.io/numa-nodes"  # node annotation: NUMA node count when known
+    # the node forecast (tidewise.io/node-forecast) the scheduler extender reads: a day, so the daily tide is in it
+    forecast_horizon: str = "24h"  # "" writes none (and forecasts only the windows above)
+    forecast_step: str = "1h"  # each step's highest value: 24 numbers a resource, ~1 KiB a node
+    forecast_valid: str = "2h"  # the extender scores a node neutrally once its forecast is this old
+    forecast_refresh: str = "30m"  # rewritten this often at most, unless the plan is rewritten anyway
 
 
 @dataclass

@@ -20,6 +20,7 @@ COMMANDS = [
     "report",
     "replay",
     "serve",
+    "extender",
     "rebalance",
     "enforce",
     "simulate",

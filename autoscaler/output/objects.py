@@ -15,7 +15,9 @@ from autoscaler.model.cluster import Obj, meta
 from autoscaler.model.decisions import HpaDecision, VpaDecision
 from autoscaler.model.views import ANNOTATION_USER_MIN
 from autoscaler.settings import ReclaimSettings
+from contracts.node_forecast import FORECAST_ANNOTATION, FORECAST_SCHEMA, NodeForecast, forecast_annotation
 from contracts.quantity import format_units
+from predictor.durations import parse_duration
 # the node agent reads the plan annotation of its own Node: name, schema and document are shared
 from contracts.reclaim import PLAN_ANNOTATION, PLAN_SCHEMA, ReclaimPlan, plan_document
 
@@ -159,22 +161,27 @@ def _plan_current(node: Obj, doc: dict[str, Any], window_seconds: int) -> bool:
     return same and left > window_seconds / 2
 
 
-def node_change(node: Obj, plan: ReclaimPlan, settings: ReclaimSettings) -> Change | None:
+def node_change(node: Obj, plan: ReclaimPlan, settings: ReclaimSettings,
+                forecast: NodeForecast | None = None) -> Change | None:
     """The node with the reclaimed extended resources in its status (capacity = allocatable: they
-    are not requestable by anyone but reclaimed pods) and the plan for its node agent in the
-    `tidewise.io/reclaim-plan` annotation; None when neither needs a write. The API sink sends the
-    two parts as two merge patches (annotations are metadata, which nodes/status does not take)."""
+    are not requestable by anyone but reclaimed pods), the plan for its node agent in the
+    `tidewise.io/reclaim-plan` annotation and the scheduler extender's `tidewise.io/node-forecast`;
+    None when none needs a write. The API sink sends the status and the annotations as two merge
+    patches (annotations are metadata, which nodes/status does not take)."""
     values = {settings.millicpu_name: str(plan.reclaimed_millicpu), settings.memory_name: str(plan.reclaimed_memory_bytes)}
     status = node.get("status") or {}
     doc = plan_document(plan)
     status_same = all((status.get("allocatable") or {}).get(k) == v for k, v in values.items())
     plan_same = _plan_current(node, doc, plan.window_seconds)
-    if status_same and plan_same:
+    forecast_same = forecast is None or forecast_current(node, forecast, settings.forecast_refresh)
+    if status_same and plan_same and forecast_same:
         return None
     obj = dict(node)
     patch: dict[str, Any] = {}
-    if not plan_same:
-        annotations = {PLAN_ANNOTATION: json.dumps(doc, sort_keys=True, separators=(",", ":"))}
+    if not (plan_same and forecast_same):
+        annotations = {} if plan_same else {PLAN_ANNOTATION: json.dumps(doc, sort_keys=True, separators=(",", ":"))}
+        if forecast is not None:  # with the plan when that is written anyway: one node write, not two
+            annotations[FORECAST_ANNOTATION] = forecast_annotation(forecast)
         md = dict(node.get("metadata") or {})
         md["annotations"] = {**(md.get("annotations") or {}), **annotations}
         obj["metadata"] = md
@@ -189,6 +196,19 @@ def node_change(node: Obj, plan: ReclaimPlan, settings: ReclaimSettings) -> Chan
     return Change("Node", "v1", None, meta(node)["name"], obj, patch,
                   subresource="status" if "status" in patch else None,
                   safe_direction=safe, reasons={"plan": plan.to_dict()})
+
+
+def forecast_current(node: Obj, forecast: NodeForecast, refresh: str) -> bool:
+    """True when the node's forecast annotation is this schema's and less than `refresh` older than
+    `forecast` (30 min: a node write per node every 30 min, not every run, for numbers that move slowly)."""
+    text = ((node.get("metadata") or {}).get("annotations") or {}).get(FORECAST_ANNOTATION)
+    try:
+        old = json.loads(text) if text else {}
+        age = forecast.generated - dt.datetime.fromisoformat(str(old["generated"]).replace("Z", "+00:00"))
+        fresh = old["schema"] == FORECAST_SCHEMA and old["node"] == forecast.node
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return False
+    return fresh and dt.timedelta(0) <= age < parse_duration(refresh)
 
 
 def cnr_change(plan: ReclaimPlan, settings: ReclaimSettings, now_iso: str) -> Change:

@@ -60,7 +60,7 @@ def candidate_changes(rep: RunReport, state: ClusterState, memory: WriteMemory, 
     nodes = {meta(n)["name"]: n for n in state.nodes}
     for p in rep.reclaim:
         if settings.reclaim.write_node_status:
-            c = node_change(nodes[p.node], p, settings.reclaim)
+            c = node_change(nodes[p.node], p, settings.reclaim, rep.node_forecasts.get(p.node))
             if c is not None:
                 before[c.key] = nodes[p.node]
                 changes.append(c)

@@ -17,6 +17,7 @@ from autoscaler.model.decisions import HpaDecision, VpaDecision
 from autoscaler.model.views import WorkloadKey, WorkloadSeries
 from autoscaler.output.objects import Change
 from autoscaler.output.sinks import DRY_RUN, NOT_FOUND, WRITTEN, WriteResult
+from contracts.node_forecast import NodeForecast
 from contracts.reclaim import ReclaimPlan
 from predictor.durations import parse_duration as _parse_duration
 from predictor.forecasting import ForecastRequest
@@ -72,6 +73,7 @@ class RunReport:
     vpa: list[VpaDecision] = field(default_factory=list)
     hpa: list[HpaDecision] = field(default_factory=list)
     reclaim: list[ReclaimPlan] = field(default_factory=list)
+    node_forecasts: dict[str, NodeForecast] = field(default_factory=dict)  # node -> its tidewise.io/node-forecast
     changes: list[Change] = field(default_factory=list)
     results: list[WriteResult] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # object or series -> why no decision

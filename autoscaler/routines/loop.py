@@ -209,6 +209,9 @@ class ServingLoop:
         longest = max(parse_duration(s.vpa.safe_window), parse_duration(s.vpa.window),
                       parse_duration(s.hpa.startup) + parse_duration(s.hpa.look_ahead) + 2 * self.step,
                       parse_duration(s.reclaim.window),
+                      # the node forecast the scheduler extender reads (tidewise.io/node-forecast)
+                      parse_duration(s.reclaim.forecast_horizon) if s.reclaim.enabled and s.reclaim.forecast_horizon
+                      else self.step,
                       parse_duration(s.rebalance.horizon) if s.rebalance.enabled else self.step)
         return int(math.ceil(longest / self.step))
 

@@ -16,6 +16,7 @@ from autoscaler.logic.decide_node import Demand, NodeInputs, decide_node, worklo
 from autoscaler.logic.decide_vpa import VpaInputs, decide_vpa, steps_in
 from autoscaler.logic.guardrails import limit_vpa_decision
 from autoscaler.logic.hpa import Stabilizer, parse_hpa
+from autoscaler.logic.node_forecast import node_forecast
 from autoscaler.model.cluster import meta
 from autoscaler.model.decisions import HpaDecision, VpaDecision
 from autoscaler.model.views import HpaView, NodeView, PodView, VpaView, WorkloadKey, last_oom_kills, pod_template_requests
@@ -112,16 +113,17 @@ class Recommender:
         steps = steps_in(s.window, self.step)
         now_iso = iso(ctx.now)
         pods_on = state.pods_on()
-        per_wl: dict[WorkloadKey, Demand | None] = {}
+        per_wl: dict[tuple[WorkloadKey, int], Demand | None] = {}
+        horizon = steps_in(s.forecast_horizon, self.step) if s.forecast_horizon else 0  # the node forecast's
 
-        def demand_of(pod: PodView) -> Demand | None:
+        def demand_of(pod: PodView, n: int = steps) -> Demand | None:
             wl = state.workload_of_pod(pod.obj)
             if not wl:
                 return None
-            if wl not in per_wl:
-                per_wl[wl] = workload_pod_demand(ctx.index.get(wl), ctx.forecasts, s.quantile, steps,
-                                                 state.replicas(*wl))
-            return per_wl[wl]
+            if (wl, n) not in per_wl:
+                per_wl[wl, n] = workload_pod_demand(ctx.index.get(wl), ctx.forecasts, s.quantile, n,
+                                                    state.replicas(*wl))
+            return per_wl[wl, n]
 
         for node in state.nodes:
             view = NodeView(node)
@@ -135,6 +137,10 @@ class Recommender:
                 pods = [PodView(p) for p in pods_on.get(name, [])]
                 rep.reclaim.append(decide_node(NodeInputs(view, pods, demand_of, prev, now_iso,
                                                           int(parse_duration(s.window).total_seconds()), steps), s))
+                if horizon:
+                    rep.node_forecasts[name] = node_forecast(
+                        view, pods, lambda p: demand_of(p, horizon), s, ctx.origin.to_pydatetime(),
+                        int(self.step.total_seconds()), horizon, ctx.now.to_pydatetime())
             except Exception as exc:  # noqa: BLE001
                 rep.skipped[f"Node/{name}"] = f"{type(exc).__name__}: {exc}"
                 log.warning("node %s skipped: %s", name, exc)

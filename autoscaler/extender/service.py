@@ -1,0 +1,145 @@
+"""The extender's two verbs over parsed requests, the node lookup, and the memory of its reasons.
+
+`Extender.filter(args)` and `Extender.prioritize(args)` answer one scheduler call each; every node
+gets a reason, logged (one INFO line per call with the counts, a DEBUG line per node) and kept for
+the last `explain_pods` pods so that `GET /explain?pod=NAMESPACE/NAME` shows why each node was
+filtered or scored as it was. Nothing is written anywhere: the extender only answers.
+"""
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import logging
+import threading
+from typing import Any, Callable, Mapping
+
+from autoscaler.extender.filter import filter_node
+from autoscaler.extender.nodes import NodeSource, StaticSource
+from autoscaler.extender.payload import ExtenderArgs, filter_result, priority_list
+from autoscaler.extender.pod import PodNeeds, pod_needs
+from autoscaler.extender.prioritize import NEUTRAL, score_node
+from contracts.informer import StaleCache
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class Extender:
+    """Filter and prioritize for one scheduler; `source` gives cached Nodes and CNRs."""
+
+    def __init__(self, source: NodeSource | None = None, *, clock: Callable[[], dt.datetime] = _utcnow,
+                 explain_pods: int = 256) -> None:
+        self.source: NodeSource = source or StaticSource()
+        self.clock = clock
+        self.explain_pods = explain_pods  # 256 pods of 500 nodes' reasons: ~25 MiB at most
+        self._explained: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    # nodes --------------------------------------------------------------------------------------
+    def _nodes(self, args: ExtenderArgs) -> tuple[dict[str, Obj | None], str | None]:
+        """name -> Node object (None when unknown) for the candidates; the cache error, if any."""
+        if args.nodes is not None:
+            return {str(n["metadata"].get("name") or ""): n for n in args.nodes}, None
+        try:
+            cache = self.source.nodes()
+        except StaleCache as exc:
+            return {name: None for name in args.names}, str(exc)
+        return {name: cache.get(name) for name in args.names}, None
+
+    def _cnrs(self) -> tuple[Mapping[str, Obj], str | None]:
+        try:
+            return self.source.cnrs(), None
+        except StaleCache as exc:
+            return {}, str(exc)
+
+    # verbs --------------------------------------------------------------------------------------
+    def filter(self, args: ExtenderArgs) -> dict[str, Any]:
+        """ExtenderFilterResult; `ValueError` for a pod whose requests do not parse (the caller answers 400)."""
+        pod = pod_needs(args.pod)
+        now = self.clock()
+        passed: list[str] = []
+        failed: dict[str, str] = {}
+        unresolvable: dict[str, str] = {}
+        reasons: dict[str, dict[str, Any]] = {}
+        if not (pod.is_reclaimed or pod.reclaimed_millicpu or pod.reclaimed_memory_bytes or pod.needs_whole_numa):
+            # nothing here concerns the pod: pass every candidate without reading a node
+            passed = args.names
+            reasons = {n: {"ok": True, "reason": f"{pod.level} pod: no reclaimed or NUMA need"} for n in passed}
+        else:
+            nodes, node_error = self._nodes(args)
+            cnrs, cnr_error = self._cnrs() if pod.needs_whole_numa else ({}, None)
+            for name, node in nodes.items():
+                if node is None:
+                    why = f"node cache unavailable ({node_error})" if node_error else \
+                        "not in the extender's node cache yet"
+                    unresolvable[name] = why
+                    reasons[name] = {"ok": False, "reason": why}
+                    continue
+                v = filter_node(pod, node, cnrs.get(name), cnr_error, now)
+                reasons[name] = {"ok": v.ok, "reason": v.reason}
+                if v.ok:
+                    passed.append(name)
+                else:
+                    (failed if v.resolvable else unresolvable)[name] = v.reason
+        self._remember(pod, "filter", now, reasons)
+        log.info("filter %s (%s): %d of %d nodes pass, %d failed, %d unresolvable%s", pod.name, pod.level,
+                 len(passed), len(args.names), len(failed), len(unresolvable), _sample({**failed, **unresolvable}))
+        return filter_result(args, passed, failed, unresolvable)
+
+    def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:
+        """HostPriorityList; `ValueError` for a pod whose requests do not parse."""
+        pod = pod_needs(args.pod)
+        now = self.clock()
+        nodes, node_error = self._nodes(args)
+        scores: dict[str, int] = {}
+        reasons: dict[str, dict[str, Any]] = {}
+        for name, node in nodes.items():
+            if node is None:
+                s, why = NEUTRAL, f"neutral: node cache unavailable ({node_error})" if node_error else \
+                    "neutral: not in the extender's node cache yet"
+            else:
+                score = score_node(pod, node, now)
+                s, why = score.score, score.reason
+            scores[name] = s
+            reasons[name] = {"score": s, "reason": why}
+        self._remember(pod, "prioritize", now, reasons)
+        best = sorted(scores.items(), key=lambda kv: -kv[1])[:3]
+        log.info("prioritize %s (%s, lifetime %s): best %s", pod.name, pod.level, pod.lifetime_note,
+                 ", ".join(f"{n}={s}" for n, s in best) or "no nodes")
+        return priority_list(scores)
+
+    # reasons ------------------------------------------------------------------------------------
+    def _remember(self, pod: PodNeeds, verb: str, now: dt.datetime, reasons: dict[str, dict[str, Any]]) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            for name, r in reasons.items():
+                log.debug("%s %s on %s: %s", verb, pod.name, name, r["reason"])
+        with self._lock:
+            entry = self._explained.pop(pod.name, None) or {"pod": pod.name, "level": pod.level,
+                                                             "lifetime": pod.lifetime_note}
+            entry[verb] = {"at": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "nodes": reasons}
+            self._explained[pod.name] = entry
+            while len(self._explained) > self.explain_pods:
+                self._explained.popitem(last=False)
+
+    def explain(self, pod: str | None = None) -> dict[str, Any]:
+        """The reasons of the last calls for `pod` (NAMESPACE/NAME), or the list of pods remembered."""
+        with self._lock:
+            if pod is None:
+                return {"pods": list(self._explained)}
+            entry = self._explained.get(pod)
+        if entry is None:
+            raise KeyError(f"no filter or prioritize call for pod {pod} among the last {self.explain_pods}")
+        return entry
+
+
+def _sample(reasons: Mapping[str, str], n: int = 3) -> str:
+    """A few refusals for the log line (the rest are in /explain and at DEBUG)."""
+    if not reasons:
+        return ""
+    items = list(reasons.items())[:n]
+    return "; e.g. " + "; ".join(f"{k}: {v}" for k, v in items)

@@ -1,0 +1,75 @@
+"""Serve's end of the node forecast: one run of the serving loop writes a `tidewise.io/node-forecast`
+annotation the extender reads (valid, a day of hourly steps, per node), refreshes it only every
+`reclaim.forecast_refresh`, and writes none when the horizon is off."""
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+
+from autoscaler.extender.pod import pod_needs
+from autoscaler.extender.prioritize import NEUTRAL, score_node
+from autoscaler.output.objects import node_change
+from autoscaler.output.sinks import DryRunSink
+from autoscaler.routines.loop import OK, ServingLoop
+from contracts.node_forecast import FORECAST_ANNOTATION, forecast_from_annotation
+from contracts.reclaim import PLAN_ANNOTATION
+from tests.autoscaler.conftest import StaticCluster, fast_settings, source_of, validate_object
+from tests.autoscaler.test_extender import fixture
+
+
+def run(objects, history, settings=None):
+    loop = ServingLoop(settings or fast_settings(), source_of(history), StaticCluster(objects), DryRunSink())
+    rep = loop.run_once()
+    assert rep.outcome == OK, rep.reason
+    return rep
+
+
+def test_serve_writes_a_valid_day_long_node_forecast_next_to_the_plan(objects, history):
+    rep = run(objects, history)
+    now = rep.now.to_pydatetime()
+    nodes = [c for c in rep.changes if c.kind == "Node"]
+    assert {c.name for c in nodes} == {"node-0", "node-1"}
+    batch = pod_needs(json.loads(fixture("prioritize-batch-names.json"))["Pod"])
+    for c in nodes:
+        validate_object(c.obj)
+        annotations = c.patch["metadata"]["annotations"]
+        assert set(annotations) == {PLAN_ANNOTATION, FORECAST_ANNOTATION}  # one metadata patch, both
+        f = forecast_from_annotation(annotations[FORECAST_ANNOTATION], c.name, now)
+        assert f.step_seconds == 3600 and len(f.online_cpu_millicores) == 24
+        assert (f.valid_until - f.generated) == dt.timedelta(hours=2) and f.start >= f.generated - dt.timedelta(minutes=5)
+        assert f.pods_without_forecast == 0 and max(f.online_cpu_millicores) > 0
+        plan = next(p for p in rep.reclaim if p.node == c.name)
+        # the first hour of the forecast is the plan's own window, before the plan's smoothing
+        assert f.reclaimable_millicpu[0] >= plan.reclaimed_millicpu
+        assert f.online_cpu_millicores[0] == plan.shared_demand_millicpu  # the same pods, the same forecasts
+        # and the extender reads it: a real score, not the neutral one of a missing forecast
+        s = score_node(batch, c.obj, now + dt.timedelta(minutes=1))
+        assert s.reason.startswith(f"{s.score}:") and "neutral" not in s.reason, s.reason
+    assert NEUTRAL == 5
+
+
+def test_the_forecast_is_rewritten_only_when_it_is_older_than_the_refresh(objects, history):
+    rep = run(objects, history)
+    c = next(c for c in rep.changes if c.kind == "Node")
+    forecast = rep.node_forecasts[c.name]
+    plan = next(p for p in rep.reclaim if p.node == c.name)
+    s = fast_settings().reclaim
+    assert node_change(c.obj, plan, s, forecast) is None  # as written: nothing to do
+    later = copy.deepcopy(forecast.__dict__)
+    for minutes, rewritten in ((29, False), (31, True)):
+        again = type(forecast)(**dict(later, generated=forecast.generated + dt.timedelta(minutes=minutes)))
+        change = node_change(c.obj, plan, s, again)
+        assert (change is not None) == rewritten
+        if rewritten:  # the plan is still current: only the forecast goes out
+            assert set(change.patch) == {"metadata"}
+            assert set(change.patch["metadata"]["annotations"]) == {FORECAST_ANNOTATION}
+
+
+def test_no_horizon_writes_no_forecast(objects, history):
+    s = fast_settings()
+    s.reclaim.forecast_horizon = ""
+    rep = run(objects, history, s)
+    assert rep.node_forecasts == {}
+    assert all(FORECAST_ANNOTATION not in (c.patch.get("metadata") or {}).get("annotations", {})
+               for c in rep.changes if c.kind == "Node")
