@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autoscaler.logic.rebalance import RebalanceSettings
+from autoscaler.logic.tide import TideSettings
 from contracts.qos import QOS_ANNOTATION, RECLAIMED_MEMORY, RECLAIMED_MILLICPU
 
 MIB = 2**20
@@ -178,3 +179,4 @@ class ServeSettings:
     guardrails: GuardrailSettings = field(default_factory=GuardrailSettings)
     loop: LoopSettings = field(default_factory=LoopSettings)
     rebalance: RebalanceSettings = field(default_factory=RebalanceSettings)  # autoscaler/logic/rebalance.py
+    tide: TideSettings = field(default_factory=TideSettings)  # autoscaler/logic/tide.py

@@ -83,6 +83,7 @@ class RunReport:
     drifted: dict[str, str] = field(default_factory=dict)
     kill_deliberate: bool = False  # KILLED by an operator's explicit `stop`, not by an unreadable switch
     rebalance: Any = None  # routines/rebalance.RebalanceResult when the rebalance step ran
+    tide: list[dict[str, Any]] = field(default_factory=list)  # per TideNodePool: plan, moves, patches (routines/tide.py)
 
     def count(self, outcome: str) -> int:
         return sum(1 for r in self.results if r.outcome == outcome)

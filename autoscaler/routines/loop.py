@@ -34,6 +34,7 @@ from autoscaler.routines.drift import WriteMemory
 from autoscaler.routines.forecast_cache import ForecastCache, usable_series
 from autoscaler.routines.rebalance import Rebalancer
 from autoscaler.routines.recommend import Recommender
+from autoscaler.routines.tide import TideStep
 from autoscaler.settings import ServeSettings
 from predictor.forecasting import ForecastRequest, forecast_history
 from predictor.history import History
@@ -83,6 +84,7 @@ class ServingLoop:
         self.forecast_cache = ForecastCache()  # see LoopSettings.forecast_refresh
         self.decision_time = DecisionTimeServing()  # per-series calibration of decision-time forecasts
         self.rebalancer = Rebalancer(settings.rebalance, self.step, evictor, sink)  # `evictor` None: dry-run
+        self.tide = TideStep(settings, sink, evictor)  # tidal node pools (issue 17); writes only with loop.apply
         self.failures = 0
         self.last_report: RunReport | None = None
         self.last_good: RunReport | None = None
@@ -105,6 +107,8 @@ class ServingLoop:
         ]
         if self.settings.rebalance.enabled:  # after guardrails (the kill switch), before write (decisions.json)
             steps.insert(-1, ("rebalance", self.rebalancer.run))
+        if self.settings.tide.enabled:  # after the kill switch and the VPA decisions it reads; before write
+            steps.insert(-1, ("tide", self.tide))
         # the cyclic GC walks every object of a 50,000-object cluster snapshot on each full pass;
         # a run's own garbage is acyclic (freed by reference counting), so it pauses during a run
         gc_was_enabled = gc.isenabled()
@@ -212,7 +216,10 @@ class ServingLoop:
                       # the node forecast the scheduler extender reads (tidewise.io/node-forecast)
                       parse_duration(s.reclaim.forecast_horizon) if s.reclaim.enabled and s.reclaim.forecast_horizon
                       else self.step,
-                      parse_duration(s.rebalance.horizon) if s.rebalance.enabled else self.step)
+                      parse_duration(s.rebalance.horizon) if s.rebalance.enabled else self.step,
+                      # tide pools: nodes needed over lead + min_dwell (autoscaler/routines/tide.py)
+                      parse_duration(s.tide.lead) + parse_duration(s.tide.min_dwell) + self.step if s.tide.enabled
+                      else self.step)
         return int(math.ceil(longest / self.step))
 
     def _needed_series(self, state: ClusterState, index: dict[WorkloadKey, WorkloadSeries]) -> list[str]:
@@ -229,7 +236,7 @@ class ServingLoop:
             key = HpaView(h).workload_key()
             if key is not None:  # a malformed one is reported by the recommend step
                 need.add(key)
-        if self.settings.reclaim.enabled or self.settings.rebalance.enabled:
+        if self.settings.reclaim.enabled or self.settings.rebalance.enabled or self.settings.tide.enabled:
             for pod in state.pods:
                 wl = state.workload_of_pod(pod)
                 if wl:
@@ -247,7 +254,8 @@ class ServingLoop:
         refresh = parse_duration(s.loop.forecast_refresh) if s.loop.forecast_refresh else None
         # 0.5: the HPA floor's level ratio (and short-term band) compare observations with the median
         quantiles = tuple(sorted({0.5, s.vpa.quantile, s.vpa.lower_quantile, s.hpa.quantile,
-                                  s.reclaim.quantile, *((s.rebalance.quantile,) if s.rebalance.enabled else ())}))
+                                  s.reclaim.quantile, *((s.rebalance.quantile,) if s.rebalance.enabled else ()),
+                                  *((s.tide.quantile,) if s.tide.enabled else ())}))
         origin = now.floor(self.step) if now.floor(self.step) > ctx.end else ctx.end + self.step
         ctx.forecast_from(origin)
         cache = self.forecast_cache

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from autoscaler.model.cluster import ClusterState, container_requests
@@ -84,7 +85,13 @@ def read_vpa_replay(path: str) -> HourlySeries:
     if frame.empty:
         raise InputError(f"--vpa-replay {path} has no rows; replay a history that covers a decision time")
     frame["timestamp"] = parse_timestamps(frame["timestamp"], f"--vpa-replay {path}")
-    frame["target"] = pd.to_numeric(frame["target"], errors="coerce")
+    target = pd.to_numeric(frame["target"], errors="coerce")
+    bad = ~np.isfinite(target.to_numpy(dtype=float)) | (target.to_numpy(dtype=float) < 0)
+    if bad.any():
+        line = int(np.flatnonzero(bad)[0]) + 2  # line 1 is the header
+        raise InputError(f"--vpa-replay {path} line {line}: target {frame['target'].iloc[line - 2]!r} is not a "
+                         "number >= 0; give the file `tidewise replay vpa --output` wrote")
+    frame["target"] = target
     out = hourly(frame.sort_values(["series", "timestamp"]), "target")
     # a decision holds until the next one: hours between sparse decisions (--every 4h) keep it
     out.by_id = {sid: s.resample(HOUR).last().ffill() for sid, s in out.by_id.items()}

@@ -53,6 +53,8 @@ def test_rbac_is_exactly_what_the_loop_uses():
         ("coordination.k8s.io", "leases", "update"),
         ("node.katalyst.kubewharf.io", "customnoderesources/status", "patch"),
         ("recommendation.katalyst.kubewharf.io", "resourcerecommends/status", "patch"),
+        ("", "pods/eviction", "create"),  # tide drains and rebalancing: the Eviction API honours budgets
+        ("tide.katalyst.kubewharf.io", "tidenodepools/status", "patch"),
     }
     lease_rules = [r for r in rules() if r[2] == "leases" and r[3] in ("get", "update")]
     assert lease_rules and all(r[0] == "Role" and r[4] == ("tidewise-serve",) for r in lease_rules)

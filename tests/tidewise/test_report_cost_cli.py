@@ -74,3 +74,23 @@ def test_nothing_to_price_and_a_bad_node_size_are_usage_errors(tmp_path):
     r = run_cli("report", "--cost", f["--cost"], "--tide", f["--tide"], "--node-size", "32",
                 "--out", str(tmp_path / "c.html"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "CORES,GIB" in r.stderr
+
+
+@pytest.mark.parametrize("flag, value, needle", [
+    ("--history", "missing.csv", "--history"),
+    ("--vpa-replay", "bad-target.csv", "line 3: target 'lots'"),
+    ("--colocation", "coloc-bad.json", "policies.tidewise.goodput_core_hours"),
+    ("--out", "cost.json", "the page's path"),
+])
+def test_a_bad_input_names_its_flag_in_one_line(tmp_path, flag, value, needle):
+    f = write_inputs(tmp_path)
+    (tmp_path / "bad-target.csv").write_text("series,timestamp,target\n"
+                                             "a/Deployment/b/c/cpu,2026-11-30T06:00:00Z,1\n"
+                                             "a/Deployment/b/c/cpu,2026-11-30T07:00:00Z,lots\n")
+    (tmp_path / "coloc-bad.json").write_text(json.dumps({"policies": {"tidewise": {"batch_core_hours": 1}}}))
+    flags = {**f, "--out": str(tmp_path / "cost.html"), flag: str(tmp_path / value)}
+    r = run_cli("report", *_args(flags))
+    assert r.returncode == 2, r.stderr[-2000:]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0] and needle in lines[0], r.stderr
+    assert not (tmp_path / "cost.csv").exists()

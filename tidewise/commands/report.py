@@ -45,13 +45,18 @@ def run_cost(args: argparse.Namespace) -> int:
     from studies.cost.prices import load_prices
     from studies.cost.report import CostInputs, build_report
 
-    from tidewise.paths import check_output_path
+    from tidewise.paths import check_output_path, input_file
 
     prices = load_prices(args.cost)
     given = CostInputs(history=args.history, cluster_state=args.cluster_state, vpa_replay=args.vpa_replay,
                        colocation=args.colocation, tide=args.tide, node_size=node_size(args.node_size))
     if not (given.history or given.vpa_replay or given.colocation or given.tide):
         raise InputError("--cost needs at least one of --history, --vpa-replay, --colocation, --tide to price")
+    if args.out.lower().endswith((".json", ".csv")):
+        raise InputError(f"--out {args.out}: give the page's path (e.g. cost.html); the .json and .csv go beside it")
+    for flag, path in (("--history", args.history), ("--vpa-replay", args.vpa_replay)):
+        if path:
+            input_file(path, flag)
     for what, path in sibling_paths(args.out).items():
         check_output_path(path, what="--out" if what == "report" else f"--out's {what}")
     report = build_report(prices, given)

@@ -60,6 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rebalance", action="store_true",
                    help="also move pods off nodes whose forecast peak will be hot (docs/rebalance.md; evicts "
                         "only with --apply; settings in the config file's serve: rebalance: section)")
+    p.add_argument("--tide", action="store_true",
+                   help="also lend idle tide nodes of Katalyst TideNodePools to batch and hand them back ahead of the "
+                        "forecast (docs/tide.md; writes only with --apply; settings in the serve: tide: section)")
     p.set_defaults(func=run)
 
 
@@ -70,7 +73,7 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
     from tidewise.config import settings_from
 
     section = dict((args.settings or {}).get("serve") or {})
-    known = {"vpa", "hpa", "reclaim", "guardrails", "loop", "rebalance"}
+    known = {"vpa", "hpa", "reclaim", "guardrails", "loop", "rebalance", "tide"}
     if set(section) - known:
         raise InputError(f"config section 'serve': unknown key(s) {sorted(set(section) - known)}; known: {sorted(known)}")
     from autoscaler.logic.rebalance import RebalanceSettings
@@ -81,8 +84,17 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
         rebalance.check()
     except ValueError as exc:
         raise InputError(f"config section 'serve.rebalance': {exc}") from None
+    from autoscaler.logic.tide import TideSettings
+
+    tide = settings_from(TideSettings, section.get("tide"), "serve.tide",
+                         enabled=True if getattr(args, "tide", False) else None)
+    try:
+        tide.check()
+    except ValueError as exc:
+        raise InputError(f"config section 'serve.tide': {exc}") from None
     return ServeSettings(
         rebalance=rebalance,
+        tide=tide,
         vpa=settings_from(VpaSettings, section.get("vpa"), "serve.vpa", recommender_name=args.recommender_name),
         hpa=settings_from(HpaSettings, section.get("hpa"), "serve.hpa"),
         reclaim=settings_from(ReclaimSettings, section.get("reclaim"), "serve.reclaim"),
@@ -122,6 +134,7 @@ def _report_dict(rep) -> dict:
         "nodes": {p.node: {"reclaimed_millicpu": p.reclaimed_millicpu,
                            "reclaimed_memory_bytes": p.reclaimed_memory_bytes, "reasons": p.reasons} for p in rep.reclaim},
         "rebalance": rep.rebalance.as_dict() if rep.rebalance is not None else None,
+        "tide": rep.tide,
     }
 
 
@@ -208,6 +221,8 @@ def _extra_kinds(settings) -> tuple[str, ...]:
     kinds: list[str] = []
     if settings.rebalance.enabled:
         kinds.append("PodDisruptionBudget")  # budgets are checked before an eviction is asked for
+    if settings.tide.enabled:
+        kinds += ["TideNodePool", "PodDisruptionBudget"]
     return tuple(dict.fromkeys(kinds))
 
 
@@ -262,13 +277,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _evictor(args: argparse.Namespace, settings, kube):  # -> Evictor | None
-    """The one Evictor of rebalancing: sends evictions only with --apply and a cluster to send them to."""
-    if not settings.rebalance.enabled:
+    """The one Evictor of rebalancing and tide drains: sends evictions only with --apply and a cluster to send them to."""
+    if not (settings.rebalance.enabled or settings.tide.enabled):
         return None
     from autoscaler.output.eviction import Evictor
 
     live = bool(args.apply and kube is not None and getattr(args, "sink", "api") == "api")
-    return Evictor(kube, dry_run=not live, per_minute=settings.rebalance.per_minute)
+    return Evictor(kube, dry_run=not live, per_minute=settings.rebalance.per_minute if settings.rebalance.enabled
+                   else settings.tide.evictions_per_minute)
 
 
 def _once(args: argparse.Namespace, loop, sink) -> int:
