@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from autoscaler.katalyst_settings import IhpaSettings, SpdSettings
 from autoscaler.logic.rebalance import RebalanceSettings
 from autoscaler.logic.tide import TideSettings
 from contracts.qos import QOS_ANNOTATION, RECLAIMED_MEMORY, RECLAIMED_MILLICPU
@@ -178,5 +179,7 @@ class ServeSettings:
     reclaim: ReclaimSettings = field(default_factory=ReclaimSettings)
     guardrails: GuardrailSettings = field(default_factory=GuardrailSettings)
     loop: LoopSettings = field(default_factory=LoopSettings)
+    spd: SpdSettings = field(default_factory=SpdSettings)  # Katalyst ServiceProfileDescriptors (katalyst_settings.py)
+    ihpa: IhpaSettings = field(default_factory=IhpaSettings)  # Katalyst IntelligentHorizontalPodAutoscalers
     rebalance: RebalanceSettings = field(default_factory=RebalanceSettings)  # autoscaler/logic/rebalance.py
     tide: TideSettings = field(default_factory=TideSettings)  # autoscaler/logic/tide.py

@@ -40,6 +40,7 @@ class Change:
     subresource: str | None = None  # "status" when written through the status subresource
     safe_direction: bool = False  # a change that must never wait for a cool-down
     reasons: dict[str, Any] = field(default_factory=dict)
+    create: bool = False  # the object does not exist yet: created (then its status patched), not patched
 
     @property
     def key(self) -> str:

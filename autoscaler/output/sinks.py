@@ -144,8 +144,24 @@ class ApiSink:
             self.kube.patch_cnr_status(c.name, c.patch)
         elif c.kind == "ResourceRecommend":
             self.kube.patch_resource_recommend_status(c.namespace or "", c.name, c.patch)
+        elif c.kind == "IntelligentHorizontalPodAutoscaler":
+            self.kube.patch_ihpa_status(c.namespace or "", c.name, c.patch)
+        elif c.kind == "ServiceProfileDescriptor":
+            self._send_spd(c)
         else:
             raise KubeError(f"no API write for kind {c.kind}")
+
+    def _send_spd(self, c: Change) -> None:
+        """Create (the API server drops status on create: status goes in a second request), or merge
+        patch the spec and the status that differ."""
+        ns = c.namespace or ""
+        if c.create:
+            self.kube.create_spd(ns, {"apiVersion": c.api_version, "kind": c.kind, "metadata": c.patch["metadata"],
+                                      "spec": c.patch["spec"]})
+        elif "spec" in c.patch:
+            self.kube.patch_spd(ns, c.name, {k: v for k, v in c.patch.items() if k != "status"})
+        if "status" in c.patch:
+            self.kube.patch_spd_status(ns, c.name, {"status": c.patch["status"]})
 
     def write(self, change: Change) -> WriteResult:
         attempt = 0

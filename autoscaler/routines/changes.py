@@ -20,6 +20,8 @@ from autoscaler.output.objects import (Change, cnr_change, hpa_change, node_chan
 from autoscaler.output.sinks import Sink, WriteResult
 from autoscaler.routines.context import KILLED, RunReport, iso
 from autoscaler.routines.drift import WriteMemory, vpa_targets
+from autoscaler.routines.ihpa import ihpa_changes
+from autoscaler.routines.spd import spd_changes
 from autoscaler.settings import ServeSettings
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,7 @@ def candidate_changes(rep: RunReport, state: ClusterState, memory: WriteMemory, 
         if c is not None:
             before[c.key] = hpas[f"{h.namespace}/{h.name}"]
             changes.append(c)
+    changes += ihpa_changes(rep, state, before) + spd_changes(rep, before)  # Katalyst IHPA status, SPDs
     nodes = {meta(n)["name"]: n for n in state.nodes}
     for p in rep.reclaim:
         if settings.reclaim.write_node_status:

@@ -12,7 +12,8 @@ from typing import Any, Callable, Protocol
 
 import pandas as pd
 
-from autoscaler.model.cluster import ClusterState
+from autoscaler.model.cluster import ClusterState, Obj
+from autoscaler.model.ihpa import IhpaDecision
 from autoscaler.model.decisions import HpaDecision, VpaDecision
 from autoscaler.model.views import WorkloadKey, WorkloadSeries
 from autoscaler.output.objects import Change
@@ -73,6 +74,8 @@ class RunReport:
     vpa: list[VpaDecision] = field(default_factory=list)
     hpa: list[HpaDecision] = field(default_factory=list)
     reclaim: list[ReclaimPlan] = field(default_factory=list)
+    ihpa: list[IhpaDecision] = field(default_factory=list)  # Katalyst IHPAs (routines/ihpa.py)
+    spd: list[tuple[Obj, Obj | None]] = field(default_factory=list)  # (SPD wanted, SPD held) (routines/spd.py)
     node_forecasts: dict[str, NodeForecast] = field(default_factory=dict)  # node -> its tidewise.io/node-forecast
     changes: list[Change] = field(default_factory=list)
     results: list[WriteResult] = field(default_factory=list)

@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from autoscaler.logic.spd import owned_part
 from autoscaler.model.cluster import ClusterState, Obj, meta
 from autoscaler.model.decisions import VpaDecision
 from autoscaler.output.objects import Change
@@ -24,7 +25,10 @@ log = logging.getLogger(__name__)
 # the part of each kind that the loop writes and compares with each cluster read (other kinds are
 # not read back: CNRs and ResourceRecommends rely on the fingerprint memory alone)
 OBSERVED = {"VerticalPodAutoscaler": "status.recommendation", "HorizontalPodAutoscaler": "spec.minReplicas",
-            "Node": "status.allocatable reclaimed resources"}
+            "Node": "status.allocatable reclaimed resources",
+            "ServiceProfileDescriptor": "Tidewise's targetRef, extended indicator and aggMetrics",
+            "IntelligentHorizontalPodAutoscaler": "status.desiredReplicas"}
+KATALYST_OBSERVED = ("ServiceProfileDescriptor", "IntelligentHorizontalPodAutoscaler")  # in ClusterState.others
 
 
 def observed_part(kind: str, obj: Obj, reclaim: ReclaimSettings) -> Any:
@@ -36,6 +40,11 @@ def observed_part(kind: str, obj: Obj, reclaim: ReclaimSettings) -> Any:
     if kind == "HorizontalPodAutoscaler":
         spec = obj.get("spec")
         return spec.get("minReplicas", 1) if isinstance(spec, dict) else None
+    if kind == "ServiceProfileDescriptor":
+        return owned_part(obj)
+    if kind == "IntelligentHorizontalPodAutoscaler":
+        status = obj.get("status")
+        return status.get("desiredReplicas") if isinstance(status, dict) else None
     status = obj.get("status")
     alloc = status.get("allocatable") if isinstance(status, dict) else None
     alloc = alloc if isinstance(alloc, dict) else {}
@@ -91,7 +100,7 @@ class WriteMemory:
             return drifted
         live: dict[str, Obj] = {}
         for kind, objs in (("VerticalPodAutoscaler", state.vpas), ("HorizontalPodAutoscaler", state.hpas),
-                           ("Node", state.nodes)):
+                           ("Node", state.nodes), *((k, state.others.get(k, [])) for k in KATALYST_OBSERVED)):
             for o in objs:
                 m = meta(o)
                 key = f"{kind}/{m['namespace']}/{m.get('name')}" if m.get("namespace") else f"{kind}/{m.get('name')}"

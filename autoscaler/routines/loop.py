@@ -24,6 +24,7 @@ from autoscaler.logic.choice_by_cost import CostLedger
 from autoscaler.logic.guardrails import Cooldown, is_stale
 from autoscaler.logic.hpa import Stabilizer
 from autoscaler.model.cluster import ClusterState
+from autoscaler.model.ihpa import KIND as IHPA_KIND, IhpaView
 from autoscaler.model.views import HpaView, VpaView, WorkloadKey, WorkloadSeries, index_series
 from autoscaler.output.sinks import DRY_RUN, NOT_FOUND, WRITTEN, Sink
 from autoscaler.routines.changes import apply_guardrails, write_all
@@ -34,6 +35,7 @@ from autoscaler.routines.drift import WriteMemory
 from autoscaler.routines.forecast_cache import ForecastCache, usable_series
 from autoscaler.routines.rebalance import Rebalancer
 from autoscaler.routines.recommend import Recommender
+from autoscaler.routines.spd import SpdProfiles
 from autoscaler.routines.tide import TideStep
 from autoscaler.settings import ServeSettings
 from predictor.forecasting import ForecastRequest, forecast_history
@@ -83,6 +85,7 @@ class ServingLoop:
         self.memory = WriteMemory()
         self.forecast_cache = ForecastCache()  # see LoopSettings.forecast_refresh
         self.decision_time = DecisionTimeServing()  # per-series calibration of decision-time forecasts
+        self.spd = SpdProfiles()  # Katalyst SPDs: each workload's profile, built once a day
         self.rebalancer = Rebalancer(settings.rebalance, self.step, evictor, sink)  # `evictor` None: dry-run
         self.tide = TideStep(settings, sink, evictor)  # tidal node pools (issue 17); writes only with loop.apply
         self.failures = 0
@@ -232,8 +235,9 @@ class ServingLoop:
             key = view.workload_key() if name in view.recommenders() else None
             if key is not None:
                 need.add(key)
-        for h in state.hpas:
-            key = HpaView(h).workload_key()
+        ihpas = [IhpaView(o) for o in state.others.get(IHPA_KIND, [])] if self.settings.ihpa.enabled else []
+        for scaler in [HpaView(h) for h in state.hpas] + ihpas:
+            key = scaler.workload_key()
             if key is not None:  # a malformed one is reported by the recommend step
                 need.add(key)
         if self.settings.reclaim.enabled or self.settings.rebalance.enabled or self.settings.tide.enabled:
@@ -282,8 +286,9 @@ class ServingLoop:
         vpa_view, hpa_view = self.decision_time.views(
             self.registry, s.loop, s.hpa.startup, s.hpa.look_ahead,
             ctx.forecasts, ctx.history, ctx.origin, self.step)
-        return Recommender(self.settings, self.memory, self.forecast_cache.entries, self.stabilizers,
-                           self.step, self.ledger, vpa_forecasts=vpa_view, hpa_forecasts=hpa_view).run(rep, ctx)
+        detail = Recommender(self.settings, self.memory, self.forecast_cache.entries, self.stabilizers,
+                             self.step, self.ledger, vpa_forecasts=vpa_view, hpa_forecasts=hpa_view).run(rep, ctx)
+        return detail + self.spd.run(rep, ctx, s.spd, s.loop.history_window)  # opted-in workloads' SPDs
 
     def _step_guardrails(self, rep: RunReport, ctx: RunContext) -> str:
         return apply_guardrails(rep, ctx.state, ctx.now, self.memory, self.cooldown, self.settings, ctx.before)

@@ -19,10 +19,12 @@ from autoscaler.logic.hpa import Stabilizer, parse_hpa
 from autoscaler.logic.node_forecast import node_forecast
 from autoscaler.model.cluster import meta
 from autoscaler.model.decisions import HpaDecision, VpaDecision
+from autoscaler.model.ihpa import KIND as IHPA_KIND, previewing
 from autoscaler.model.views import HpaView, NodeView, PodView, VpaView, WorkloadKey, last_oom_kills, pod_template_requests
 from autoscaler.output.objects import published
 from autoscaler.routines.context import RunContext, RunReport, iso, parse_duration
 from autoscaler.routines.drift import WriteMemory
+from autoscaler.routines.ihpa import decide_ihpas
 from autoscaler.settings import ServeSettings
 from contracts.reclaim import ReclaimPlan
 from predictor.types import Forecast
@@ -48,12 +50,19 @@ class Recommender:
         for vpa in ctx.state.vpas:
             key = f"VerticalPodAutoscaler/{meta(vpa).get('namespace')}/{meta(vpa).get('name')}"
             self._one(key, rep, lambda: self._vpa(VpaView(vpa), ctx), rep.vpa.append)
+        ihpas = ctx.state.others.get(IHPA_KIND, [])
         for hpa in ctx.state.hpas:
             key = f"HorizontalPodAutoscaler/{meta(hpa).get('namespace')}/{meta(hpa).get('name')}"
+            held = previewing(hpa, ihpas) if self.settings.ihpa.respect_preview else None
+            if held:
+                rep.skipped[key] = held
+                continue
             self._one(key, rep, lambda: self._hpa(HpaView(hpa), ctx), rep.hpa.append)
+        if self.settings.ihpa.enabled:
+            decide_ihpas(self, rep, ctx)
         if self.settings.reclaim.enabled:
             self._nodes(rep, ctx)
-        return f"{len(rep.vpa)} VPA, {len(rep.hpa)} HPA, {len(rep.reclaim)} nodes"
+        return f"{len(rep.vpa)} VPA, {len(rep.hpa)} HPA, {len(rep.ihpa)} IHPA, {len(rep.reclaim)} nodes"
 
     @staticmethod
     def _one(key: str, rep: RunReport, decide: Callable[[], object], keep: Callable[..., None]) -> None:

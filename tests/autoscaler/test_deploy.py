@@ -55,6 +55,11 @@ def test_rbac_is_exactly_what_the_loop_uses():
         ("recommendation.katalyst.kubewharf.io", "resourcerecommends/status", "patch"),
         ("", "pods/eviction", "create"),  # tide drains and rebalancing: the Eviction API honours budgets
         ("tide.katalyst.kubewharf.io", "tidenodepools/status", "patch"),
+        # Katalyst SPDs of opted-in workloads (created when missing) and IHPA status (docs/katalyst-objects.md)
+        ("workload.katalyst.kubewharf.io", "serviceprofiledescriptors", "create"),
+        ("workload.katalyst.kubewharf.io", "serviceprofiledescriptors", "patch"),
+        ("workload.katalyst.kubewharf.io", "serviceprofiledescriptors/status", "patch"),
+        ("autoscaling.katalyst.kubewharf.io", "intelligenthorizontalpodautoscalers/status", "patch"),
     }
     lease_rules = [r for r in rules() if r[2] == "leases" and r[3] in ("get", "update")]
     assert lease_rules and all(r[0] == "Role" and r[4] == ("tidewise-serve",) for r in lease_rules)

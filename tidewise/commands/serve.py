@@ -73,7 +73,7 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
     from tidewise.config import settings_from
 
     section = dict((args.settings or {}).get("serve") or {})
-    known = {"vpa", "hpa", "reclaim", "guardrails", "loop", "rebalance", "tide"}
+    known = {"vpa", "hpa", "reclaim", "guardrails", "loop", "rebalance", "tide", "spd", "ihpa"}
     if set(section) - known:
         raise InputError(f"config section 'serve': unknown key(s) {sorted(set(section) - known)}; known: {sorted(known)}")
     from autoscaler.logic.rebalance import RebalanceSettings
@@ -92,7 +92,11 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
         tide.check()
     except ValueError as exc:
         raise InputError(f"config section 'serve.tide': {exc}") from None
+    from autoscaler.katalyst_settings import IhpaSettings, SpdSettings
+
     return ServeSettings(
+        spd=settings_from(SpdSettings, section.get("spd"), "serve.spd"),
+        ihpa=settings_from(IhpaSettings, section.get("ihpa"), "serve.ihpa"),
         rebalance=rebalance,
         tide=tide,
         vpa=settings_from(VpaSettings, section.get("vpa"), "serve.vpa", recommender_name=args.recommender_name),
@@ -135,6 +139,9 @@ def _report_dict(rep) -> dict:
                            "reclaimed_memory_bytes": p.reclaimed_memory_bytes, "reasons": p.reasons} for p in rep.reclaim},
         "rebalance": rep.rebalance.as_dict() if rep.rebalance is not None else None,
         "tide": rep.tide,
+        "ihpa": {d.key: {"desiredReplicas": d.hpa.min_replicas, "scaleStrategy": d.strategy,
+                         "reason": d.hpa.reason.summary()} for d in rep.ihpa},
+        "spd": sorted(f"{o['metadata']['namespace']}/{o['metadata']['name']}" for o, _ in rep.spd),
     }
 
 
@@ -223,6 +230,9 @@ def _extra_kinds(settings) -> tuple[str, ...]:
         kinds.append("PodDisruptionBudget")  # budgets are checked before an eviction is asked for
     if settings.tide.enabled:
         kinds += ["TideNodePool", "PodDisruptionBudget"]
+    from autoscaler.katalyst_settings import katalyst_kinds
+
+    kinds += katalyst_kinds(settings.spd, settings.ihpa)  # Katalyst SPDs and IHPAs (a missing CRD means none)
     return tuple(dict.fromkeys(kinds))
 
 
