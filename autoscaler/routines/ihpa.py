@@ -58,6 +58,9 @@ def decide_ihpa(rec: "Recommender", view: IhpaView, ctx: RunContext) -> IhpaDeci
     requests = pod_template_requests(wl)
     out = decide_hpa(HpaInputs(hpa, requests, ctx.index.get((view.namespace, kind, target)), forecasts, made,
                                ctx.history, ctx.origin, ctx.now, rec.step), rec.settings.hpa, stab)
+    if (view.obj.get("spec") or {}).get("timeBounds"):
+        # said, not silently ignored; the HPA an IHPA owns is decided within its own min/max as the cluster holds them
+        out.decision.reason.steps.append("spec.timeBounds not applied here: the template's min/maxReplicas bound it")
     replicas = ctx.state.replicas(view.namespace, kind, target)
     resource = SeriesKey.parse(out.series[0]).resource
     return IhpaDecision(view.namespace, view.name, out.decision, replicas,

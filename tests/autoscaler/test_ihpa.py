@@ -107,9 +107,13 @@ def test_a_malformed_ihpa_is_skipped_with_its_reason_and_the_others_served(api, 
     upside_down["spec"]["autoscaler"].update(minReplicas=5, maxReplicas=2)
     lost = ihpa_like(hpa, "lost")
     lost["spec"]["autoscaler"]["scaleTargetRef"]["name"] = "no-such-deployment"
-    fake, kube = api(objects + [qps_only, upside_down, lost, ihpa_like(hpa)])
+    bounded = ihpa_like(hpa)
+    bounded["spec"]["timeBounds"] = [{"bounds": [{"cronTab": "0 8 * * 1-5", "minReplicas": 3, "maxReplicas": 9}]}]
+    fake, kube = api(objects + [qps_only, upside_down, lost, bounded])
     rep = loop_for(kube, history).run_once()
     ns = hpa["metadata"]["namespace"]
+    (served,) = rep.ihpa
+    assert any("timeBounds not applied" in s for s in served.hpa.reason.steps)  # said, not silently ignored
     assert "no cpu or memory metric" in rep.skipped[f"{KIND}/{ns}/by-qps"]
     assert "minReplicas 5 > maxReplicas 2" in rep.skipped[f"{KIND}/{ns}/upside-down"]
     assert "no-such-deployment not found" in rep.skipped[f"{KIND}/{ns}/lost"]
