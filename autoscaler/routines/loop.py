@@ -108,10 +108,10 @@ class ServingLoop:
             ("forecast", self._step_forecast), ("recommend", self._step_recommend),
             ("guardrails", self._step_guardrails), ("write", self._step_write),
         ]
+        if self.settings.tide.enabled:  # after the kill switch and the VPA decisions it reads; before write
+            steps.insert(-1, ("tide", self.tide))  # before rebalance: hand-backs are first to the Evictor's limit
         if self.settings.rebalance.enabled:  # after guardrails (the kill switch), before write (decisions.json)
             steps.insert(-1, ("rebalance", self.rebalancer.run))
-        if self.settings.tide.enabled:  # after the kill switch and the VPA decisions it reads; before write
-            steps.insert(-1, ("tide", self.tide))
         # the cyclic GC walks every object of a 50,000-object cluster snapshot on each full pass;
         # a run's own garbage is acyclic (freed by reference counting), so it pauses during a run
         gc_was_enabled = gc.isenabled()

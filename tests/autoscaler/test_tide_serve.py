@@ -251,3 +251,22 @@ def test_serve_tide_is_dry_run_unless_applied_and_refuses_a_bad_setting(tmp_path
         assert len(proc.stderr.strip().splitlines()) == 1
     finally:
         fake.stop()
+
+
+def test_every_move_and_its_reason_is_in_the_review_folders_decisions(api, tmp_path):
+    import json
+
+    from autoscaler.output.sinks import FileSink
+
+    fake, kube = api(night_objects())
+    now = pd.Timestamp("2026-11-01T23:00:00Z")
+    s = fast_settings()
+    s.reclaim.enabled, s.tide.enabled = False, True
+    loop = ServingLoop(s, source_of(history(now)), ApiCluster(kube, ("TideNodePool", "PodDisruptionBudget")),
+                       FileSink(str(tmp_path)), clock=lambda: now)
+    assert loop.run_once().outcome == "ok"
+    entry = json.loads((tmp_path / "decisions.json").read_text())["TideNodePool/pool-a"]
+    assert [(m["node"], m["action"]) for m in entry["moves"]] == [("n3", "lend"), ("n1", "lend")]
+    assert all("forecast needs 0 tide node(s) online over lead + min_dwell" in m["reason"] for m in entry["moves"])
+    assert entry["held"]["n2"].startswith("lend: rate limit")
+    assert fake.writes() == [] and fake.evictions() == []  # a review folder is not the cluster
