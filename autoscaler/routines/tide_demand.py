@@ -4,8 +4,10 @@ forecast replicas x per-pod requests, per workload with pods on the pool.
 Replicas: a workload under an HPA gets the replicas the predictive HPA's own rule asks for from
 this run's forecasts (quantile `tide.quantile`, per-replica target x (1 + floor tolerance), bounded
 by the user's minReplicas and maxReplicas), scaled by the share of its pods on the pool; one without
-an HPA keeps the pods it has. Requests: the VPA decision's targets when Tidewise decided the
-workload this run, else the pods' own requests. Step 0 holds at least the requests on the pool now.
+an HPA keeps the pods it has. A workload's pods still pending on no node count as on the pool
+(they are demand a drain may have created). Requests: the VPA decision's targets when Tidewise
+decided the workload this run, else the pods' own requests. Step 0 holds at least the requests on
+the pool now, pending ones included.
 A workload under an HPA without a usable forecast raises `NoForecast`: its pool makes no move.
 """
 from __future__ import annotations
@@ -84,6 +86,11 @@ def pool_online_demand(pods: Sequence[Obj], state: ClusterState, index: dict[Wor
             demand += view.requests()  # no controller to forecast: it stays as it is
         else:
             by_wl.setdefault(wl, []).append(view)
+    for wl, views in by_wl.items():
+        for p in state.pods_of(*wl):
+            if not (p.get("spec") or {}).get("nodeName") and (p.get("status") or {}).get("phase") == "Pending":
+                views.append(PodView(p))
+                now += views[-1].requests()
     hpas = hpas_by_workload(state)
     targets = vpa_requests(vpa)
     for wl, views in sorted(by_wl.items()):

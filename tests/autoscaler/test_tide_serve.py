@@ -270,3 +270,18 @@ def test_every_move_and_its_reason_is_in_the_review_folders_decisions(api, tmp_p
     assert all("forecast needs 0 tide node(s) online over lead + min_dwell" in m["reason"] for m in entry["moves"])
     assert entry["held"]["n2"].startswith("lend: rate limit")
     assert fake.writes() == [] and fake.evictions() == []  # a review folder is not the cluster
+
+
+def test_pods_pending_on_no_node_count_as_demand_on_the_pool(api):
+    objs = night_objects()
+    for i in range(1, 7):  # six more api pods waiting for room: 3.5 cores of api in all
+        p = pod(f"api-{i}", "api", None, "500m")
+        del p["spec"]["nodeName"]
+        p["status"]["phase"] = "Pending"
+        objs.append(p)
+    fake, kube = api(objs)
+    now = pd.Timestamp("2026-11-01T23:00:00Z")
+    (entry,) = run(kube, now, history(now)).tide
+    # 2 x 1000m web + 7 x 500m api + 100m daemon = 5.6 cores x 1.25 headroom: 2 nodes, so one tide node stays
+    assert entry["needed_nodes"][0] == 2
+    assert [m["node"] for m in entry["moves"]] == ["n3", "n1"]
