@@ -195,3 +195,51 @@ def test_too_little_history_is_skipped_with_a_reason(api, objects, history):
 def test_bad_spd_settings_are_input_errors(bad):
     with pytest.raises(InputError, match="serve.spd"):
         SpdSettings(**bad)
+
+
+def profile_inputs(history, now, period="day", window="8d"):
+    """The frontend workload's ProfileInputs as serve builds them at `now` from an 8-day fetch."""
+    from autoscaler.logic.spd import ProfileInputs, period_start
+    from predictor.durations import DAY, parse_duration
+
+    seen = history.window(now - parse_duration(window), now)
+    ids = [s for s in seen.series if "/Deployment/frontend/" in s]
+    containers: dict = {}
+    for sid in ids:
+        _, _, _, container, res = sid.split("/")
+        containers.setdefault(container, {})[res] = seen.series[sid]
+    start = period_start(now, period)
+    span = DAY if period == "day" else 7 * DAY
+    ns = ids[0].split("/")[0]
+    return ProfileInputs(ns, "Deployment", "frontend", "apps/v1", containers, start,
+                         pd.Timedelta(days=int((parse_duration(window) - span) / DAY)), seen.step)
+
+
+def test_the_wanted_spd_is_the_same_all_day(history):
+    """Two runs of one day (early morning, late evening) want the same SPD, though their 8-day
+    windows differ: an SPD is rewritten once a day, not on every run."""
+    from autoscaler.logic.spd import desired_spd
+
+    morning, evening = END - pd.Timedelta("20h"), END - pd.Timedelta("5min")
+    a = desired_spd(profile_inputs(history, morning), SpdSettings())
+    b = desired_spd(profile_inputs(history, evening), SpdSettings())
+    assert a == b
+    assert a["status"]["aggMetrics"][0]["items"][0]["timestamp"] == (END - pd.Timedelta("23h")).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")  # 01:00 of that day closes its first hour
+    c = desired_spd(profile_inputs(history, END + pd.Timedelta("5min")), SpdSettings())  # the next day
+    assert c["status"] != a["status"]
+
+
+def test_a_weekly_profile_has_an_item_per_hour_of_the_week(history):
+    from autoscaler.logic.spd import NotEnoughHistory, desired_spd
+
+    s = SpdSettings(period="week")
+    with pytest.raises(NotEnoughHistory, match="needs 7 whole days"):  # 8 days of fetch leave 1 before Monday
+        desired_spd(profile_inputs(history, END, "week"), s)
+    spd = desired_spd(profile_inputs(history, END, "week", window="16d"), s)
+    validate_object(spd)
+    items = spd["status"]["aggMetrics"][0]["items"]
+    assert spd["status"]["aggMetrics"][0]["scope"] == "tidewise.io/week-p50"
+    # the fixture has 9 days before END: the hours of the week it covers, each once, from Monday 01:00
+    assert len(items) == len({i["timestamp"] for i in items}) > 24
+    assert pd.Timestamp(items[0]["timestamp"]).day_of_week == 0
