@@ -66,13 +66,18 @@ class TideStep:
         if pools is None:
             return "TideNodePool objects were not read"
         moves = 0
-        for obj in pools:
+        claimed: set[str] = set()  # a node two pools select belongs to the first by name, never to both
+        for obj in sorted(pools, key=lambda o: str(meta(o).get("name"))):
             key = f"TideNodePool/{meta(obj).get('name')}"
             try:
-                entry = self._pool(TidePool.from_object(obj), rep, ctx)
+                entry = self._pool(TidePool.from_object(obj), rep, ctx, claimed)
             except (ValueError, NoForecast) as exc:
                 rep.skipped[key] = str(exc)
                 log.warning("%s: no move (%s)", key, exc)
+                continue
+            except Exception as exc:  # noqa: BLE001 - one pool's bug must not stop the others or the run
+                rep.skipped[key] = f"{type(exc).__name__}: {exc}"
+                log.exception("%s skipped", key)
                 continue
             rep.tide.append(entry)
             moves += len(entry["moves"])
@@ -82,9 +87,11 @@ class TideStep:
         return f"{len(pools)} pool(s), {moves} node move(s){'' if self.kube else ' (dry-run)'}"
 
     # one pool -----------------------------------------------------------------------------------
-    def _pool(self, pool: TidePool, rep: RunReport, ctx: RunContext) -> dict[str, Any]:
+    def _pool(self, pool: TidePool, rep: RunReport, ctx: RunContext, claimed: set[str]) -> dict[str, Any]:
         t, step = self.settings.tide, parse_duration(self.settings.loop.step)
-        nodes = {NodeView(n).name: n for n in ctx.state.nodes if pool.selects(n)}
+        selected = {NodeView(n).name: n for n in ctx.state.nodes if pool.selects(n)}
+        nodes = {k: v for k, v in selected.items() if k not in claimed}
+        claimed.update(nodes)
         split = split_pool(list(nodes), pool.reserve_online, pool.reserve_offline, pool.previous)
         lead, dwell = parse_duration(t.lead), parse_duration(t.min_dwell)
         lead_steps, dwell_steps = int(np.ceil(lead / step)), int(np.ceil(dwell / step))
@@ -104,7 +111,8 @@ class TideStep:
         entry: dict[str, Any] = {"pool": pool.name, "summary": plan.summary, "needed_nodes": needed.tolist(),
                                  "reserved_online": split.online, "reserved_offline": split.offline,
                                  "tide": split.tide, "moves": [m.__dict__ for m in plan.moves], "held": plan.held,
-                                 "demand": notes[:20], "patches": [], "evictions": []}
+                                 "demand": notes[:20], "patches": [], "evictions": [],
+                                 "other_pools_nodes": sorted(set(selected) - set(nodes))}
         moving = {m.node: m for m in plan.moves}
         self._label(pool, nodes, split, moving, entry, rep, ctx)
         self._drain(pool, moving, tide_nodes, pods_on, now, dwell.total_seconds(), entry)

@@ -285,3 +285,29 @@ def test_pods_pending_on_no_node_count_as_demand_on_the_pool(api):
     # 2 x 1000m web + 7 x 500m api + 100m daemon = 5.6 cores x 1.25 headroom: 2 nodes, so one tide node stays
     assert entry["needed_nodes"][0] == 2
     assert [m["node"] for m in entry["moves"]] == ["n3", "n1"]
+
+
+def test_a_node_two_pools_select_is_moved_by_one_only(api):
+    other = {**POOL, "metadata": {"name": "pool-b"},
+             "spec": {**POOL["spec"], "nodeConfigs": {**POOL["spec"]["nodeConfigs"], "nodeSelector": {"pool": "a"},
+                                                      "reserve": {"online": 0}}}}
+    fake, kube = api(night_objects() + [other])
+    now = pd.Timestamp("2026-11-01T23:00:00Z")
+    rep = run(kube, now, history(now), apply=False)
+    assert [e["pool"] for e in rep.tide] == ["pool-a"]  # pool-b: every node it selects is pool-a's
+    assert "no reserved-online or tide node" in rep.skipped["TideNodePool/pool-b"]
+
+
+def test_the_kill_switch_stops_every_tide_move(api, tmp_path):
+    fake, kube = api(night_objects())
+    switch = tmp_path / "switch"
+    switch.write_text("stop\n")
+    now = pd.Timestamp("2026-11-01T23:00:00Z")
+    s = fast_settings()
+    s.reclaim.enabled, s.tide.enabled, s.loop.apply = False, True, True
+    s.guardrails.kill_switch_file = str(switch)
+    loop = ServingLoop(s, source_of(history(now)), ApiCluster(kube, ("TideNodePool", "PodDisruptionBudget")),
+                       ApiSink(kube), clock=lambda: now)
+    rep = loop.run_once()
+    assert rep.outcome == "killed" and rep.tide == []
+    assert fake.writes() == [] and fake.evictions() == []
