@@ -20,8 +20,10 @@ SECTIONS = [
     "enforcer",
     "colocation",
     "serving",
+    "extender",
     "replay",
     "dask",
+    "tide",
 ]
 MODULES = {"dask": "dask_scale"}  # section -> module, where the module is not named after its section
 MARK = "<!-- section: {} -->"

@@ -46,9 +46,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--no-cache", action="store_true",
                    help="do not read or write DIR/forecast-cache (daily forecasts, keyed by traces and model)")
     p.set_defaults(func=run)
+    from tidewise.commands.simulate_tide import register_tide
+
+    register_tide(inner)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.simulation == "tide":
+        from tidewise.commands.simulate_tide import run_tide
+
+        return run_tide(args)
     from contracts.errors import InputError
     from studies.simulation.runner import run_study, write_outputs
     from studies.simulation.study import StudySettings

@@ -1,0 +1,152 @@
+"""The tide simulation's page: one self-contained HTML file (plots as base64 PNG, nothing fetched).
+
+Sections: the verdict against issue 17's targets, every policy setting's numbers, the week (online
+demand, its forecast, nodes needed against nodes online under each policy's default) and the day's
+picture (per hour of the day, nodes needed and nodes online/lent, mean over the simulated days).
+"""
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import numpy as np
+
+from studies.simulation.tide_study import TideStudy
+from studies.simulation.traces import DAY_MIN
+from training.pages import PAGE_END, figure_png, image, page_start, pyplot
+
+COLOURS = {"watermark": "#d62728", "schedule": "#1f77b4", "tidewise": "#2ca02c"}
+SOURCES = ("Traces: Cloud Cluster Capacity Dataset (Apache-2.0), Donut sample KPIs (MIT), Numenta Anomaly "
+           "Benchmark (MIT), WorldCup98 and NASA-KSC 1995 request logs (ITA); see ../shared/data/*/SOURCE.md.")
+
+
+def _defaults(study: TideStudy) -> list:
+    return [r for r in study.runs if "@" not in r.label]
+
+
+def forecast_needed(study: TideStudy) -> np.ndarray | None:
+    """Per minute, the nodes the default tidewise forecast said the pool would need at that minute
+    (the latest forecast made before it), with the pool's packing headroom: what the picture shows."""
+    fc = study.forecasts
+    if fc is None:
+        return None
+    from autoscaler.logic.tide import TideSettings
+
+    q = TideSettings().quantile
+    out = np.zeros(study.pool.minutes)
+    for t in range(study.pool.minutes):
+        out[t] = fc.window(t - 1, q, 1)[0] if t > 0 else np.nan
+    return np.where(np.isnan(out), np.nan, study.pool.needed_for(np.nan_to_num(out)).astype(float))
+
+
+def plot_week(study: TideStudy) -> str:
+    """Nodes needed, forecast and online per policy default, every 15 minutes over the simulated days."""
+    fig, ax = pyplot().subplots(figsize=(11, 4.2))
+    pool = study.pool
+    x = np.arange(pool.minutes) / DAY_MIN
+    ax.plot(x, pool.needed, color="#000000", lw=0.8, label="nodes online service needs (HPA requests)")
+    fn = forecast_needed(study)
+    if fn is not None:
+        ax.plot(x, fn, color="#2ca02c", lw=0.8, ls=":", label="forecast of it (tidewise's quantile, 1 h old at most)")
+    for r in _defaults(study):
+        ax.plot(x, r.online_nodes, color=COLOURS.get(r.label), lw=1.0, alpha=0.8,
+                label=f"nodes online: {r.label} ({r.node_hours_lent:.0f} node-h lent)")
+    ax.axhline(pool.nodes, color="#999999", lw=0.8, ls="--", label=f"pool ({pool.nodes} nodes)")
+    ax.set_xlabel("simulated day")
+    ax.set_ylabel("nodes")
+    ax.set_ylim(0, pool.nodes + 2)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower left", ncol=2)
+    ax.set_title("The week: what online service needed and what each policy kept online (the rest was lent)")
+    return figure_png(fig, dpi=80)
+
+
+def plot_day(study: TideStudy) -> str:
+    """The day's picture: per hour of the day, means over the simulated days."""
+    fig, axes = pyplot().subplots(1, 2, figsize=(11, 3.8))
+    pool = study.pool
+    days = pool.minutes // DAY_MIN
+
+    def by_hour(a: np.ndarray) -> np.ndarray:
+        return np.asarray(a[:days * DAY_MIN], dtype=float).reshape(days, 24, 60).mean(axis=(0, 2))
+
+    hours = np.arange(24) + 0.5
+    ax = axes[0]
+    ax.plot(hours, by_hour(pool.needed), color="#000000", label="needed")
+    fn = forecast_needed(study)
+    if fn is not None:
+        ax.plot(hours, by_hour(np.nan_to_num(fn, nan=float(pool.needed[0]))), color="#2ca02c", ls=":",
+                label="forecast")
+    for r in _defaults(study):
+        ax.plot(hours, by_hour(r.online_nodes), color=COLOURS.get(r.label), label=f"online: {r.label}")
+    ax.set_title("nodes online vs needed, mean per hour")
+    ax2 = axes[1]
+    for r in _defaults(study):
+        ax2.plot(hours, by_hour(r.lent_nodes), color=COLOURS.get(r.label), label=f"lent: {r.label}")
+    ax2.set_title("nodes lent to batch, mean per hour")
+    ax3 = ax2.twinx()
+    ax3.plot(hours, by_hour(pool.demand), color="#777777", ls="--", lw=0.8, label="online demand (cores)")
+    ax3.set_ylabel("online CPU demand, cores", color="#777777")
+    for a in axes:
+        a.set_xlabel("hour of the simulated day (each trace keeps its own time of day)")
+        a.set_xlim(0, 24)
+        a.grid(alpha=0.3)
+        a.legend(fontsize=7, loc="lower left")
+    return figure_png(fig, dpi=80)
+
+
+def _verdict(v: dict[str, Any]) -> list[str]:
+    e = html.escape
+    parts = ["<h2>Targets (issue 17)</h2><ul>"]
+    if "targets" not in v:
+        parts.append("<li class='bad'>no tidewise default or no watermark setting with no more late minutes"
+                     "</li></ul>")
+        return parts
+    t, w, ok = v["tidewise"], v["best_watermark"], v["targets"]
+    per = v["pods_moved_per_100_node_hours"]
+    rows = [("lend", f"tidewise (default) lends {t['node_hours_lent']:.0f} node-hours, the best watermark with no more "
+                     f"late minutes (<code>{e(w['label'])}</code>) {w['node_hours_lent']:.0f}: {v['lend_ratio']:.2f}x "
+                     f"(target &ge; {v['lend_target']:g}x)"),
+            ("zero_late", f"tidewise's late minutes: {t['late_minutes']} (target 0)"),
+            ("pods_moved", f"pods moved per 100 node-hours lent: {per['tidewise']:.1f} vs {per['best_watermark']:.1f} "
+                           f"({t['pods_moved_per_day']:.0f} vs {w['pods_moved_per_day']:.0f} a day; target &le; at "
+                           "equal lending)")]
+    for key, text in rows:
+        parts.append(f"<li class='{'good' if ok[key] else 'bad'}'>{text}: {'met' if ok[key] else 'missed'}</li>")
+    parts.append("</ul>")
+    return parts
+
+
+def _table(runs: dict[str, dict[str, Any]]) -> list[str]:
+    cols = ["node_hours_lent", "late_minutes", "pods_moved", "pods_moved_per_day", "pods_moved_per_100_node_hours",
+            "online_pods_drained", "batch_pods_evicted", "goodput_core_hours", "lost_core_hours", "lends", "returns",
+            "jobs_completed"]
+    parts = ["<h2>Every policy setting</h2><table><tr><th>policy</th>"
+             + "".join(f"<th>{html.escape(c.replace('_', ' '))}</th>" for c in cols) + "</tr>"]
+    for label, r in runs.items():
+        cells = "".join(f"<td>{r[c]:.1f}</td>" if isinstance(r[c], float) else f"<td>{r[c]}</td>" for c in cols)
+        parts.append(f"<tr><td class='k'>{html.escape(label)}</td>{cells}</tr>")
+    parts.append("</table>")
+    return parts
+
+
+def render_tide_report(study: TideStudy, details: dict[str, Any]) -> str:
+    """The page, from the study (for the plots) and its details (for everything else)."""
+    p, s, ps = details["pool"], study.settings, details["pool_settings"]
+    parts = page_start("Tidewise tide simulation")
+    parts.append(f"<p class='meta'>{p['nodes']} nodes x {p['allocatable_per_node']:g} allocatable cores; "
+                 f"{p['services']} online services replaying {len(p['traces'])} real traces under the HPA "
+                 f"(mean {p['mean_online_pods']:.0f} pods, {p['mean_requested_cores']:.0f} cores requested for "
+                 f"{p['mean_demand_cores']:.0f} used); online service needs {p['needed_min']}-{p['needed_max']} "
+                 f"nodes (mean {p['needed_mean']:.1f}), {p['lendable_node_hours']:.0f} node-hours could be lent at "
+                 f"most; {s.days} days at 1 minute, seed {s.seed}; forecast model "
+                 f"<code>{html.escape(str(details['forecast_model']))}</code>. {html.escape(SOURCES)}</p>")
+    parts += _verdict(details["verdict"]) + _table(details["runs"])
+    parts.append(f"<h2>The week</h2>{image(plot_week(study))}")
+    parts.append(f"<h2>The day's picture</h2>{image(plot_day(study))}")
+    parts.append("<h2>Model</h2><p class='meta'>See docs/tide-simulator.md: a late minute is one in which online "
+                 "service needed more nodes than were serving it; a lent node drains the online side's mean pods per "
+                 f"node and takes batch {ps['drain_minutes']} minutes later; a handed-back node evicts its batch pods "
+                 f"at once and serves online {ps['return_minutes']} minutes later.</p>")
+    parts.append(PAGE_END)
+    return "\n".join(parts)

@@ -1,0 +1,163 @@
+"""One tide study: traces -> cluster -> the online pool under the HPA -> its forecasts -> every
+policy and sweep -> results.json, details.json, report.html.
+
+`run_tide_study` is what `tidewise simulate tide` and `benchmarks/tide.py` call. The verdict reads
+issue 17's targets: tidewise's default lends >= 1.2x the node-hours of the best watermark setting
+with no more late minutes, has zero late minutes itself, and moves no more pods per node-hour lent.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Callable, ContextManager
+
+from contracts.errors import InputError
+from predictor.atomic import write_text_atomic
+from predictor.types import finite_or_none
+from studies.simulation.cluster import ClusterSettings, build_cluster
+from studies.simulation.tide_engine import TideRun, simulate_tide
+from studies.simulation.tide_forecasts import PoolForecasts, forecast_pool
+from studies.simulation.tide_model import OnlinePool, PoolSettings, build_pool
+from studies.simulation.tide_policies import POLICY_NAMES, TidewiseTide, tide_policy_set
+from studies.simulation.traces import DAY_MIN, load_traces
+
+log = logging.getLogger(__name__)
+
+LEND_TARGET = 1.2  # tidewise's node-hours lent over the best watermark's with no more late minutes
+
+ProgressFactory = Callable[[str, int], ContextManager[Callable[[int], None]]]
+
+
+@dataclass
+class TideStudySettings:
+    traces: str  # folder laid out like ../shared/data
+    nodes: int = 40
+    days: int = 7
+    seed: int = 0
+    policy: str = "all"  # all | watermark | schedule | tidewise
+    sweeps: bool = True
+    forecast_model: str = "auto"
+    cache_dir: str | None = None  # where the pool's forecasts are cached (None: not cached)
+    max_history_days: int = 21
+    trace_names: list[str] | None = None  # only these traces (tests)
+    pool: PoolSettings = field(default_factory=PoolSettings)
+    batch_load: float = 0.8  # arriving batch work, share of the cluster's allocatable (batch.py)
+
+
+@dataclass
+class TideStudy:
+    settings: TideStudySettings
+    pool: OnlinePool
+    runs: list[TideRun]
+    forecasts: PoolForecasts | None
+    services: int
+    traces: list[str]
+
+    def results_json(self) -> dict:
+        return {"policies": {r.label: r.metrics() for r in self.runs}}
+
+    def verdict(self) -> dict:
+        """Issue 17's targets on this seed (see the module docstring)."""
+        by = {r.label: r for r in self.runs}
+        tw = by.get("tidewise")
+        out: dict = {"lend_target": LEND_TARGET}
+        if tw is None:
+            return out
+        wm = [r for r in self.runs if r.label.split("@")[0] == "watermark" and r.late_minutes <= tw.late_minutes]
+        out["tidewise"] = {"label": tw.label, **tw.metrics()}
+        out["zero_late"] = tw.late_minutes == 0
+        if not wm:
+            return out
+        best = max(wm, key=lambda r: r.node_hours_lent)
+        out["best_watermark"] = {"label": best.label, **best.metrics()}
+        ratio = tw.node_hours_lent / best.node_hours_lent if best.node_hours_lent > 0 else float("inf")
+        per_tw = per_node_hour(tw)
+        per_wm = per_node_hour(best)
+        out["lend_ratio"] = ratio
+        out["pods_moved_per_100_node_hours"] = {"tidewise": per_tw, "best_watermark": per_wm}
+        out["targets"] = {"lend": bool(ratio >= LEND_TARGET), "zero_late": bool(tw.late_minutes == 0),
+                          "pods_moved": bool(per_tw <= per_wm)}
+        out["meets_all"] = all(out["targets"].values())
+        return out
+
+
+def per_node_hour(r: TideRun) -> float:
+    """Pods moved per 100 node-hours lent: pods moved per day compared at equal lending."""
+    return 100.0 * r.pods_moved / r.node_hours_lent if r.node_hours_lent > 0 else 0.0
+
+
+def _stage(progress: ProgressFactory | None, description: str, total: int) -> ContextManager:
+    return progress(description, total) if progress is not None else contextlib.nullcontext(None)
+
+
+def check_settings(s: TideStudySettings) -> None:
+    if s.policy != "all" and s.policy not in POLICY_NAMES:
+        raise InputError(f"--policy {s.policy!r}: use all or one of {', '.join(POLICY_NAMES)}")
+    if s.nodes < 2:
+        raise InputError(f"--nodes {s.nodes}: at least 2 (one to lend, one to serve)")
+    if not 1 <= s.days <= 14:
+        raise InputError(f"--days {s.days}: between 1 and 14 (each trace needs 5 history days before them)")
+
+
+def run_tide_study(s: TideStudySettings, progress: ProgressFactory | None = None) -> TideStudy:
+    """Everything but the writing; `progress(description, total)` yields an `advance(n)` per stage."""
+    check_settings(s)
+    traces = load_traces(s.traces, days=s.days, max_history_days=s.max_history_days, names=s.trace_names)
+    cluster = build_cluster(traces, ClusterSettings(nodes=s.nodes), seed=s.seed, minutes=s.days * DAY_MIN)
+    pool = build_pool(cluster, s.pool)
+    log.info("pool: %d nodes, %d services; online needs %d-%d nodes (mean %.1f)", pool.nodes,
+             len(cluster.services), pool.needed.min(), pool.needed.max(), pool.needed.mean())
+    fc = None
+    if s.policy in ("all", "tidewise"):
+        n_origins = -(-pool.minutes // 60)
+        with _stage(progress, "forecasting the online pool, hourly from the past only", n_origins) as adv:
+            fc = forecast_pool(pool.history_requested, pool.minutes, model=s.forecast_model, cache_dir=s.cache_dir,
+                               progress=adv)
+    policies = tide_policy_set(s.policy, fc, sweeps=s.sweeps)
+    runs = []
+    with _stage(progress, f"simulating {len(policies)} policy settings x {s.days} days",
+                len(policies) * s.days) as adv:
+        for p in policies:
+            r = simulate_tide(pool, p, seed=s.seed, batch_load=s.batch_load, progress=adv)
+            log.info("%s: %.0f node-hours lent, %d late minutes, %d pods moved, %.0f goodput core-hours", r.label,
+                     r.node_hours_lent, r.late_minutes, r.pods_moved, r.goodput_core_hours)
+            runs.append(r)
+    return TideStudy(s, pool, runs, fc, len(cluster.services), [t.name for t in traces])
+
+
+def details_json(study: TideStudy) -> dict:
+    p = study.pool
+    default_tw = next((x for x in tide_policy_set("tidewise", study.forecasts, sweeps=False)), None) \
+        if study.forecasts is not None else None
+    return {
+        "settings": {k: v for k, v in asdict(study.settings).items() if k != "pool"},
+        "pool_settings": asdict(p.settings),
+        "pool": {"nodes": p.nodes, "allocatable_per_node": p.allocatable, "services": study.services,
+                 "traces": study.traces, "needed_min": int(p.needed.min()), "needed_mean": float(p.needed.mean()),
+                 "needed_max": int(p.needed.max()), "mean_online_pods": float(p.pods.mean()),
+                 "mean_demand_cores": float(p.demand.mean()), "mean_requested_cores": float(p.requested.mean()),
+                 "lendable_node_hours": float((p.nodes - p.needed.clip(max=p.nodes)).sum() / 60.0)},
+        "forecast_model": study.forecasts.model if study.forecasts is not None else None,
+        "tidewise_default": ({"lead_minutes": default_tw.lead, "quantile": default_tw.quantile,
+                              "min_dwell_minutes": default_tw.min_dwell, "headroom": default_tw.headroom,
+                              "max_moves": default_tw.max_moves} if isinstance(default_tw, TidewiseTide) else None),
+        "runs": {r.label: {**r.metrics(), "pods_moved_per_100_node_hours": per_node_hour(r)} for r in study.runs},
+        "verdict": study.verdict(),
+    }
+
+
+def write_tide_outputs(study: TideStudy, out_dir: str) -> dict[str, str]:
+    """results.json (the contract), details.json and report.html in out_dir, each written atomically."""
+    from studies.simulation.tide_report import render_tide_report
+
+    os.makedirs(out_dir, exist_ok=True)
+    paths = {k: os.path.join(out_dir, f) for k, f in
+             (("results", "results.json"), ("details", "details.json"), ("report", "report.html"))}
+    details = details_json(study)
+    write_text_atomic(paths["results"], json.dumps(finite_or_none(study.results_json()), indent=2) + "\n")
+    write_text_atomic(paths["details"], json.dumps(finite_or_none(details), indent=2) + "\n")
+    write_text_atomic(paths["report"], render_tide_report(study, details))
+    return paths
