@@ -82,9 +82,15 @@ class FileCluster:
         return self._state
 
 
+_MISSING_LOGGED: set[str] = set()
+
+
 def missing_crd(kind: str) -> None:
-    """Log that `kind`'s CRD is not installed: the cluster has none of them, which is not an error."""
-    log.warning("the %s CRD is not installed: none are read this run", kind)
+    """Note that `kind`'s CRD is not installed: the cluster has none of them, which is not an error.
+    Warned once per process (serve probes again every run), then at debug level."""
+    level = logging.DEBUG if kind in _MISSING_LOGGED else logging.WARNING
+    _MISSING_LOGGED.add(kind)
+    log.log(level, "the %s CRD is not installed: none are read (probed again every run)", kind)
 
 
 @dataclass
