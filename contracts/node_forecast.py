@@ -119,6 +119,12 @@ def _parse(doc: Mapping[str, Any]) -> NodeForecast:
 
 def forecast_from_annotation(text: str | None, node: str, now: dt.datetime) -> NodeForecast:
     """Parse and check a node's `tidewise.io/node-forecast` annotation; `ForecastRefused` says why not."""
+    return check_forecast(parse_forecast(text, node), now)
+
+
+def parse_forecast(text: str | None, node: str) -> NodeForecast:
+    """The annotation parsed and checked for everything but time (a reader may cache this by text);
+    `ForecastRefused` says why not."""
     what = f"node {node} annotation {FORECAST_ANNOTATION}"
     if not text:
         raise ForecastRefused(f"{what}: not set (is `tidewise serve --apply` running with serve.reclaim enabled?)")
@@ -135,10 +141,16 @@ def forecast_from_annotation(text: str | None, node: str, now: dt.datetime) -> N
         f = _parse(doc)
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise ForecastRefused(f"{what}: {type(exc).__name__}: {exc}") from None
+    return f
+
+
+def check_forecast(f: NodeForecast, now: dt.datetime) -> NodeForecast:
+    """`f` when it may be used at `now`; `ForecastRefused` when it is from the future or expired."""
+    what = f"node {f.node} annotation {FORECAST_ANNOTATION}"
     if f.generated > now + CLOCK_SKEW:
-        raise ForecastRefused(f"{what}: generated {doc['generated']} is in the future (clock skew?)")
+        raise ForecastRefused(f"{what}: generated {_stamp(f.generated)} is in the future (clock skew?)")
     if now >= f.valid_until:
-        raise ForecastRefused(f"{what}: expired at {doc['valid_until']} (is `tidewise serve` running?)")
+        raise ForecastRefused(f"{what}: expired at {_stamp(f.valid_until)} (is `tidewise serve` running?)")
     return f
 
 

@@ -25,6 +25,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from autoscaler.extender.annotations import AnnotationCache
 from autoscaler.extender.pod import PodNeeds
 from contracts.errors import InputError
 from contracts.qos import RECLAIMED_MEMORY, RECLAIMED_MILLICPU
@@ -66,10 +67,13 @@ def _until(plan: ReclaimPlan) -> str:
     return end.strftime("%H:%M:%SZ")
 
 
-def reclaim_verdict(pod: PodNeeds, node: Mapping[str, Any], name: str, now: dt.datetime) -> Verdict:
-    """Whether the node's reclaimable resources hold the pod's reclaimed requests (module docstring)."""
+def reclaim_verdict(pod: PodNeeds, node: Mapping[str, Any], name: str, now: dt.datetime,
+                    cache: AnnotationCache | None = None) -> Verdict:
+    """Whether the node's reclaimable resources hold the pod's reclaimed requests (module docstring);
+    `cache` remembers parsed plans between calls."""
+    text = _annotations(node).get(PLAN_ANNOTATION)
     try:
-        plan = plan_from_annotation(_annotations(node).get(PLAN_ANNOTATION), name, now)
+        plan = cache.plan(name, text, now) if cache is not None else plan_from_annotation(text, name, now)
     except InputError as exc:
         return Verdict(False, f"no usable reclaim plan, lends nothing: {exc}", resolvable=False)
     cpu, mem = plan.reclaimed_millicpu, plan.reclaimed_memory_bytes
@@ -140,15 +144,26 @@ def _zone_fits(pod: PodNeeds, z: Zone) -> str | None:
     return None
 
 
-def numa_verdict(pod: PodNeeds, cnr: Mapping[str, Any] | None, name: str) -> Verdict:
-    """Whether one NUMA node of the node's reported topology can take the pod (module docstring)."""
+def numa_verdict(pod: PodNeeds, cnr: Mapping[str, Any] | None, name: str,
+                 memo: dict[tuple[str, str], list[Zone] | str] | None = None) -> Verdict:
+    """Whether one NUMA node of the node's reported topology can take the pod (module docstring);
+    `memo` keeps each CNR's zones by resourceVersion between calls."""
     if cnr is None:
         return Verdict(False, f"no CustomNodeResource {name}: NUMA topology unknown (is the node agent running "
                               "with --report-topology?)", resolvable=False)
-    try:
-        zones = numa_zones(cnr)
-    except (ValueError, TypeError, AttributeError) as exc:
-        return Verdict(False, f"CustomNodeResource {name}: {exc}: NUMA topology unknown", resolvable=False)
+    version = str((cnr.get("metadata") or {}).get("resourceVersion") or "")
+    zones = memo.get((name, version)) if memo is not None and version else None
+    if zones is None:
+        try:
+            zones = numa_zones(cnr)
+        except (ValueError, TypeError, AttributeError) as exc:
+            zones = f"CustomNodeResource {name}: {exc}: NUMA topology unknown"
+        if memo is not None and version:
+            if len(memo) > 20_000:
+                memo.clear()  # many generations of a large fleet's CNRs: start again rather than grow
+            memo[name, version] = zones
+    if isinstance(zones, str):
+        return Verdict(False, zones, resolvable=False)
     why = [w for w in (_zone_fits(pod, z) for z in zones) if w]
     if len(why) == len(zones):
         want = "a whole NUMA node" if pod.numa_exclusive else f"{_mcpu(pod.cpu_millicpu)} on one NUMA node"
@@ -158,20 +173,20 @@ def numa_verdict(pod: PodNeeds, cnr: Mapping[str, Any] | None, name: str) -> Ver
 
 
 def filter_node(pod: PodNeeds, node: Mapping[str, Any], cnr: Mapping[str, Any] | None, cnr_error: str | None,
-                now: dt.datetime) -> Verdict:
+                now: dt.datetime, cache: AnnotationCache | None = None) -> Verdict:
     """The node's verdict for the pod: every check that concerns the pod, the first refusal wins.
     `cnr_error` is set when the topology cache is unavailable (then NUMA-bound pods fail closed)."""
     name = str((node.get("metadata") or {}).get("name") or "")
     reasons = []
     if pod.is_reclaimed or pod.reclaimed_millicpu or pod.reclaimed_memory_bytes:
-        v = reclaim_verdict(pod, node, name, now)
+        v = reclaim_verdict(pod, node, name, now, cache)
         if not v.ok:
             return v
         reasons.append(v.reason)
     if pod.needs_whole_numa:
         if cnr_error is not None:
             return Verdict(False, f"topology cache unavailable ({cnr_error})", resolvable=False)
-        v = numa_verdict(pod, cnr, name)
+        v = numa_verdict(pod, cnr, name, cache.zones if cache is not None else None)
         if not v.ok:
             return v
         reasons.append(v.reason)

@@ -21,6 +21,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from autoscaler.extender.annotations import AnnotationCache
 from autoscaler.extender.pod import PodNeeds
 from contracts.node_forecast import FORECAST_ANNOTATION, ForecastRefused, NodeForecast, forecast_from_annotation
 
@@ -45,10 +46,10 @@ def _at(f: NodeForecast, index: int, now: dt.datetime) -> str:
 
 
 def _worst(values: Sequence[int], where: slice, lowest: bool) -> tuple[int, int]:
-    """(value, index) of the lowest (or highest) value in `where`."""
-    idx = range(*where.indices(len(values)))
-    i = (min if lowest else max)(idx, key=lambda k: values[k])
-    return values[i], i
+    """(value, index) of the lowest (or highest) value in `where` (not empty)."""
+    part = values[where]
+    v = min(part) if lowest else max(part)
+    return v, where.indices(len(values))[0] + part.index(v)
 
 
 def _resource(f: NodeForecast, pod: PodNeeds, where: slice, now: dt.datetime, cpu: bool) -> tuple[float, str]:
@@ -89,12 +90,13 @@ def score_forecast(pod: PodNeeds, f: NodeForecast, now: dt.datetime) -> Score:
     return Score(score, f"{score}: {cpu_text}; {mem_text}; {span}")
 
 
-def score_node(pod: PodNeeds, node: Mapping[str, Any], now: dt.datetime) -> Score:
-    """The node's score and reason; never raises for a bad forecast (neutral, with the reason)."""
+def score_node(pod: PodNeeds, node: Mapping[str, Any], now: dt.datetime, cache: AnnotationCache | None = None) -> Score:
+    """The node's score and reason; never raises for a bad forecast (neutral, with the reason).
+    `cache` remembers parsed forecasts between calls."""
     name = str((node.get("metadata") or {}).get("name") or "")
     text = ((node.get("metadata") or {}).get("annotations") or {}).get(FORECAST_ANNOTATION)
     try:
-        f = forecast_from_annotation(text, name, now)
+        f = cache.forecast(name, text, now) if cache is not None else forecast_from_annotation(text, name, now)
     except ForecastRefused as exc:
         return Score(NEUTRAL, f"neutral: {exc}")
     return score_forecast(pod, f, now)

@@ -13,6 +13,7 @@ import logging
 import threading
 from typing import Any, Callable, Mapping
 
+from autoscaler.extender.annotations import AnnotationCache
 from autoscaler.extender.filter import filter_node
 from autoscaler.extender.nodes import NodeSource, StaticSource
 from autoscaler.extender.payload import ExtenderArgs, filter_result, priority_list
@@ -36,6 +37,7 @@ class Extender:
                  explain_pods: int = 256) -> None:
         self.source: NodeSource = source or StaticSource()
         self.clock = clock
+        self.annotations = AnnotationCache()  # plans and forecasts parsed once per text, not per call
         self.explain_pods = explain_pods  # 256 pods of 500 nodes' reasons: ~25 MiB at most
         self._explained: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
         self._lock = threading.Lock()
@@ -80,7 +82,7 @@ class Extender:
                     unresolvable[name] = why
                     reasons[name] = {"ok": False, "reason": why}
                     continue
-                v = filter_node(pod, node, cnrs.get(name), cnr_error, now)
+                v = filter_node(pod, node, cnrs.get(name), cnr_error, now, self.annotations)
                 reasons[name] = {"ok": v.ok, "reason": v.reason}
                 if v.ok:
                     passed.append(name)
@@ -103,7 +105,7 @@ class Extender:
                 s, why = NEUTRAL, f"neutral: node cache unavailable ({node_error})" if node_error else \
                     "neutral: not in the extender's node cache yet"
             else:
-                score = score_node(pod, node, now)
+                score = score_node(pod, node, now, self.annotations)
                 s, why = score.score, score.reason
             scores[name] = s
             reasons[name] = {"score": s, "reason": why}

@@ -103,3 +103,21 @@ def test_steps_over_covers_the_lifetime_from_now():
     assert f.steps_over(NOW, 0) == slice(0, 1)
     assert f.steps_over(NOW, 100 * 3600) == slice(0, 24)
     assert f.covered_seconds(NOW + dt.timedelta(days=2)) == 0
+
+
+def test_remembered_plans_and_forecasts_still_expire_with_the_clock():
+    from tests.autoscaler.test_extender import state_source
+
+    clock = [NOW]
+    ext = Extender(state_source(), clock=lambda: clock[0])
+    args = parse_args(fixture("filter-reclaimed-names.json"))
+    assert ext.filter(args)["NodeNames"] == ["node-a", "node-e"]
+    scores = {h["Host"]: h["Score"] for h in ext.prioritize(parse_args(fixture("prioritize-batch-names.json")))}
+    assert scores["node-e"] != 5
+    clock[0] = NOW + dt.timedelta(minutes=41)  # the plans end at 13:00, the forecasts at 14:00
+    r = ext.filter(args)
+    assert r["NodeNames"] == [] and "expired at 2026-12-01T13:00:00Z" in r["FailedAndUnresolvableNodes"]["node-e"]
+    clock[0] = NOW + dt.timedelta(hours=2)
+    assert {h["Score"] for h in ext.prioritize(parse_args(fixture("prioritize-batch-names.json")))} == {5}
+    clock[0] = NOW - dt.timedelta(minutes=30)  # a plan generated after "now" (clock skew) is refused too
+    assert "in the future" in ext.filter(args)["FailedAndUnresolvableNodes"]["node-e"]
