@@ -42,14 +42,20 @@ class PoolForecasts:
     values: np.ndarray
     model: str
 
-    def window(self, t: int, q: float, length: int) -> np.ndarray:
-        """The `length` minutes from t + 1 on, from the latest forecast made at or before t."""
+    def made_at(self, t: int) -> int:
+        """The origin (minute) of the forecast a decision at minute t reads."""
         o = int(np.searchsorted(self.origins, t, side="right")) - 1
         if o < 0:
             raise ValueError(f"no forecast made at or before minute {t}")
-        start = t + 1 - int(self.origins[o])
+        return int(self.origins[o])
+
+    def window(self, t: int, q: float, length: int) -> np.ndarray:
+        """The `length` minutes from t + 1 on, from the latest forecast made at or before t."""
+        origin = self.made_at(t)
+        o = int(np.searchsorted(self.origins, origin))
+        start = t + 1 - origin
         if start + length > self.values.shape[2]:
-            raise ValueError(f"forecast from minute {self.origins[o]} does not reach minute {t + length}")
+            raise ValueError(f"forecast from minute {origin} does not reach minute {t + length}")
         return self.values[o, self.quantiles.index(q), start:start + length]
 
 

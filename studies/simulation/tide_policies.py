@@ -147,7 +147,10 @@ class TidewiseTide:
 
     def reset(self, pool: OnlinePool) -> None:
         self.allocatable = pool.allocatable
-        self.counters = {"held_by_dwell_or_rate": 0}
+        # minutes with a hand-back, by what asked for it: the need measured now (step 0), a new
+        # hourly forecast, or a rise of the standing forecast entering the lead window
+        self.counters = {"held_by_dwell_or_rate": 0, "return_minutes_need_now": 0, "return_minutes_new_forecast": 0,
+                         "return_minutes_forecast_rise": 0}
 
     def needed_ahead(self, view: PoolView) -> np.ndarray:
         """Nodes needed at each of the next lead + min_dwell + 1 minutes, from the forecast (made at
@@ -158,9 +161,15 @@ class TidewiseTide:
         return need
 
     def decide(self, view: PoolView) -> list[NodeMove]:
-        plan = plan_pool(view.nodes, self.needed_ahead(view), lead_steps=self.lead, dwell_steps=self.min_dwell,
+        need = self.needed_ahead(view)
+        plan = plan_pool(view.nodes, need, lead_steps=self.lead, dwell_steps=self.min_dwell,
                          max_moves=self.max_moves, now=60.0 * view.t, min_dwell_seconds=60.0 * self.min_dwell)
         self.counters["held_by_dwell_or_rate"] += len(plan.held)
+        if any(m.action == RETURN for m in plan.moves):
+            forecast_only = int(need[1:self.lead + 1].max()) if self.lead > 0 else 0
+            key = ("need_now" if need[0] > forecast_only
+                   else "new_forecast" if self.forecasts.made_at(view.t) == view.t else "forecast_rise")
+            self.counters[f"return_minutes_{key}"] += 1
         return plan.moves
 
 

@@ -88,7 +88,7 @@ def plot_day(study: TideStudy) -> str:
     ax3.plot(hours, by_hour(pool.demand), color="#777777", ls="--", lw=0.8, label="online demand (cores)")
     ax3.set_ylabel("online CPU demand, cores", color="#777777")
     for a in axes:
-        a.set_xlabel("hour of the simulated day (each trace keeps its own time of day)")
+        a.set_xlabel("hour of the simulated day")
         a.set_xlim(0, 24)
         a.grid(alpha=0.3)
         a.legend(fontsize=7, loc="lower left")

@@ -55,6 +55,7 @@ class TideStudy:
     forecasts: PoolForecasts | None
     services: int
     traces: list[str]
+    breakdown: dict[str, dict[str, int]] = field(default_factory=dict)  # tidewise settings: why nodes moved
 
     def results_json(self) -> dict:
         return {"policies": {r.label: r.metrics() for r in self.runs}}
@@ -118,6 +119,7 @@ def run_tide_study(s: TideStudySettings, progress: ProgressFactory | None = None
                                progress=adv)
     policies = tide_policy_set(s.policy, fc, sweeps=s.sweeps)
     runs = []
+    breakdown: dict[str, dict[str, int]] = {}
     with _stage(progress, f"simulating {len(policies)} policy settings x {s.days} days",
                 len(policies) * s.days) as adv:
         for p in policies:
@@ -125,7 +127,9 @@ def run_tide_study(s: TideStudySettings, progress: ProgressFactory | None = None
             log.info("%s: %.0f node-hours lent, %d late minutes, %d pods moved, %.0f goodput core-hours", r.label,
                      r.node_hours_lent, r.late_minutes, r.pods_moved, r.goodput_core_hours)
             runs.append(r)
-    return TideStudy(s, pool, runs, fc, len(cluster.services), [t.name for t in traces])
+            if isinstance(p, TidewiseTide):
+                breakdown[r.label] = dict(p.counters)
+    return TideStudy(s, pool, runs, fc, len(cluster.services), [t.name for t in traces], breakdown)
 
 
 def details_json(study: TideStudy) -> dict:
@@ -146,6 +150,7 @@ def details_json(study: TideStudy) -> dict:
                               "max_moves": default_tw.max_moves} if isinstance(default_tw, TidewiseTide) else None),
         "runs": {r.label: {**r.metrics(), "pods_moved_per_100_node_hours": per_node_hour(r)} for r in study.runs},
         "verdict": study.verdict(),
+        "tidewise_breakdown": study.breakdown,
     }
 
 

@@ -152,6 +152,7 @@ def test_tidewise_hands_nodes_back_a_lead_time_before_a_forecast_ramp_and_is_nev
     assert run.late_minutes == 0
     first_back = int(np.argmax(run.lent_nodes[10:] < 4)) + 10
     assert ramp - lead - 2 <= first_back <= ramp - lead + 1  # handed back `lead` before the ramp
+    assert tw.counters["return_minutes_forecast_rise"] >= 1 and tw.counters["return_minutes_need_now"] == 0
     reactive = simulate_tide(pool, ReturnWhenShort(), seed=1, batch_load=5.0)
     assert reactive.late_minutes > 0  # the same ramp catches a reaction out
 
