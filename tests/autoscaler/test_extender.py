@@ -183,3 +183,18 @@ def test_lowercase_keys_are_read_as_go_reads_them_and_unknown_paths_are_404(serv
     assert code == 200 and passed(r) == ["node-a", "node-e"]
     assert post(url, "bind", b"{}")[0] == 404
     assert get(url.rsplit("/", 1)[0], "/healthz") == (200, {"ready": True})
+
+
+def test_the_recorded_objects_are_valid_kubernetes_objects():
+    from tests.autoscaler.conftest import validate_object
+
+    items = json.loads(fixture("cluster-state.json"))["items"]
+    assert {o["kind"] for o in items} == {"Node", "CustomNodeResource"}  # the CNRs against the vendored CRD
+    for o in items:
+        validate_object(o)
+    for name in sorted(os.listdir(FIXTURES)):
+        if name != "cluster-state.json":
+            args = json.loads(fixture(name))
+            validate_object(args["Pod"])
+            for node in (args.get("Nodes") or {}).get("items", []):
+                validate_object(node)

@@ -65,6 +65,7 @@ def test_the_command_serves_from_a_cluster_state_file_and_stops_on_sigterm(tmp_p
     (["--explain-pods", "-1", "--cluster-state", "x.json"], "--explain-pods"),
     (["--cluster-state", "/nonexistent/state.json"], "/nonexistent/state.json: no such file"),
     (["--no-topology=yes"], "--no-topology"),
+    (["--listen", "127.0.0.1:0", "--bogus"], "unrecognized arguments: --bogus"),
 ])
 def test_bad_flags_exit_2_with_one_line(flags, needle):
     one_line_error(run_cli("extender", *flags, timeout=60), 2, needle)

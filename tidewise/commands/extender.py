@@ -47,6 +47,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         raise SystemExit(2)
 
     p.error = one_line  # type: ignore[method-assign]
+    whole = p.parse_known_args
+
+    def strict(args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+        # an unknown flag would otherwise reach the top-level parser, which prints its usage block too
+        ns, extra = whole(args, namespace)
+        if extra:
+            one_line(f"unrecognized arguments: {' '.join(extra)}")
+        return ns, extra
+
+    p.parse_known_args = strict  # type: ignore[method-assign]
 
 
 def _listen(text: str) -> tuple[str, int]:
