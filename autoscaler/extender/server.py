@@ -3,6 +3,7 @@
     POST <prefix>/filter       ExtenderArgs -> ExtenderFilterResult
     POST <prefix>/prioritize   ExtenderArgs -> HostPriorityList
     GET  /explain[?pod=NS/NAME]  the reasons of the last calls for a pod (or the pods remembered)
+    GET  /metrics              Prometheus: calls, latency, what became of the nodes (metrics.py)
     GET  /healthz              200 once the caches are filled, 503 before (the readiness probe)
 
 The verb is the last path segment, so any `urlPrefix` path works. A request that is not an
@@ -14,9 +15,12 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
+
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from autoscaler.extender.payload import MAX_BODY, BadRequest, error_filter_result, parse_args
 from autoscaler.extender.service import Extender
@@ -55,10 +59,11 @@ class _Handler(BaseHTTPRequestHandler):
     # of the headers (~40 ms on Linux), which alone was most of a call's latency
     disable_nagle_algorithm = True
 
-    def _send(self, code: int, payload: Any) -> None:
-        body = json.dumps(payload, separators=(",", ":"), check_circular=False).encode()
+    def _send(self, code: int, payload: Any, content_type: str = "application/json") -> None:
+        body = payload if isinstance(payload, bytes) else \
+            json.dumps(payload, separators=(",", ":"), check_circular=False).encode()
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -77,25 +82,30 @@ class _Handler(BaseHTTPRequestHandler):
         if verb not in ("filter", "prioritize"):
             self._send(404, {"Error": f"unknown verb {verb!r}: POST .../filter or .../prioritize"})
             return
+        started = time.perf_counter()
+        code, answer = self._answer(verb)
+        self._send(code, answer)
+        self.server.extender.metrics.call(verb, code, time.perf_counter() - started)
+
+    def _answer(self, verb: str) -> tuple[int, Any]:
         fail = error_filter_result if verb == "filter" else (lambda m: {"Error": m})
         try:
             args = parse_args(self._body())
             ext = self.server.extender
-            answer: Any = ext.filter(args) if verb == "filter" else ext.prioritize(args)
+            return 200, ext.filter(args) if verb == "filter" else ext.prioritize(args)
         except ValueError as exc:  # BadRequest, or a pod whose requests do not parse
-            self._send(400, fail(str(exc)))
-            return
+            return 400, fail(str(exc))
         except Exception as exc:  # noqa: BLE001 - the scheduler gets one line; the log the traceback
             log.exception("%s failed", verb)
-            self._send(500, fail(f"{type(exc).__name__}: {exc}"))
-            return
-        self._send(200, answer)
+            return 500, fail(f"{type(exc).__name__}: {exc}")
 
     def do_GET(self) -> None:  # noqa: N802
         parts = urllib.parse.urlsplit(self.path)
         if parts.path == "/healthz":
             ok = self.server.ready()
             self._send(200 if ok else 503, {"ready": ok})
+        elif parts.path == "/metrics":
+            self._send(200, self.server.extender.metrics.exposition(), CONTENT_TYPE_LATEST)
         elif parts.path == "/explain":
             pods = urllib.parse.parse_qs(parts.query).get("pod")
             pod = pods[0] if pods else None
@@ -104,7 +114,7 @@ class _Handler(BaseHTTPRequestHandler):
             except KeyError as exc:
                 self._send(404, {"Error": str(exc.args[0])})
         else:
-            self._send(404, {"Error": f"no such path {parts.path}: GET /explain or /healthz"})
+            self._send(404, {"Error": f"no such path {parts.path}: GET /explain, /metrics or /healthz"})
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the http.server signature
         log.debug("%s %s", self.address_string(), format % args)

@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 
 from autoscaler.extender.annotations import AnnotationCache
 from autoscaler.extender.filter import filter_node
+from autoscaler.extender.metrics import ExtenderMetrics
 from autoscaler.extender.nodes import NodeSource, StaticSource
 from autoscaler.extender.payload import ExtenderArgs, filter_result, priority_list
 from autoscaler.extender.pod import PodNeeds, pod_needs
@@ -34,8 +35,9 @@ class Extender:
     """Filter and prioritize for one scheduler; `source` gives cached Nodes and CNRs."""
 
     def __init__(self, source: NodeSource | None = None, *, clock: Callable[[], dt.datetime] = _utcnow,
-                 explain_pods: int = 256) -> None:
+                 explain_pods: int = 256, metrics: ExtenderMetrics | None = None) -> None:
         self.source: NodeSource = source or StaticSource()
+        self.metrics = metrics or ExtenderMetrics()
         self.clock = clock
         self.annotations = AnnotationCache()  # plans and forecasts parsed once per text, not per call
         self.explain_pods = explain_pods  # 256 pods of 500 nodes' reasons: ~25 MiB at most
@@ -89,6 +91,8 @@ class Extender:
                 else:
                     (failed if v.resolvable else unresolvable)[name] = v.reason
         self._remember(pod, "filter", now, reasons)
+        for result, count in (("passed", len(passed)), ("failed", len(failed)), ("unresolvable", len(unresolvable))):
+            self.metrics.judged("filter", result, count)
         log.info("filter %s (%s): %d of %d nodes pass, %d failed, %d unresolvable%s", pod.name, pod.level,
                  len(passed), len(args.names), len(failed), len(unresolvable), _sample({**failed, **unresolvable}))
         return filter_result(args, passed, failed, unresolvable)
@@ -110,6 +114,10 @@ class Extender:
             scores[name] = s
             reasons[name] = {"score": s, "reason": why}
         self._remember(pod, "prioritize", now, reasons)
+        neutral = sum(1 for r in reasons.values() if str(r["reason"]).startswith("neutral"))
+        zero = sum(1 for s in scores.values() if s == 0)
+        for result, count in (("neutral", neutral), ("zero", zero), ("scored", len(scores) - neutral - zero)):
+            self.metrics.judged("prioritize", result, count)
         best = sorted(scores.items(), key=lambda kv: -kv[1])[:3]
         log.info("prioritize %s (%s, lifetime %s): best %s", pod.name, pod.level, pod.lifetime_note,
                  ", ".join(f"{n}={s}" for n, s in best) or "no nodes")

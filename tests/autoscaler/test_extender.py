@@ -198,3 +198,20 @@ def test_the_recorded_objects_are_valid_kubernetes_objects():
             validate_object(args["Pod"])
             for node in (args.get("Nodes") or {}).get("items", []):
                 validate_object(node)
+
+
+def test_metrics_count_calls_codes_and_what_became_of_the_nodes(served):
+    url = served()
+    base = url.rsplit("/", 1)[0]
+    post(url, "filter", fixture("filter-reclaimed-names.json"))
+    post(url, "prioritize", fixture("prioritize-batch-names.json"))
+    post(url, "filter", b"{not json")
+    with urllib.request.urlopen(f"{base}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    assert 'tidewise_extender_calls_total{code="200",verb="filter"} 1.0' in text
+    assert 'tidewise_extender_calls_total{code="400",verb="filter"} 1.0' in text
+    assert 'tidewise_extender_nodes_total{result="passed",verb="filter"} 2.0' in text
+    assert 'tidewise_extender_nodes_total{result="failed",verb="filter"} 2.0' in text
+    assert 'tidewise_extender_nodes_total{result="unresolvable",verb="filter"} 2.0' in text
+    assert 'tidewise_extender_nodes_total{result="neutral",verb="prioritize"} 2.0' in text
+    assert 'tidewise_extender_call_seconds_count{verb="prioritize"} 1.0' in text

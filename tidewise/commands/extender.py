@@ -18,6 +18,7 @@ Answer kube-scheduler's extender calls (k8s.io/kube-scheduler/extender/v1) over 
   POST /prioritize  score nodes 0..10 by the headroom the node's forecast (tidewise.io/node-forecast,
                     written by `tidewise serve`) leaves over the pod's expected lifetime
   GET  /explain?pod=NS/NAME   why each node was filtered or scored as it was
+  GET  /metrics, /healthz     Prometheus metrics; 200 once the caches are filled
 Watches Nodes and CustomNodeResources (nodeCacheCapable: true works; false too). Writes nothing.
 Deployment and the KubeSchedulerConfiguration: deploy/scheduler-extender.yaml.
 """
@@ -132,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         from contracts.errors import SourceError
 
         raise SourceError(f"--listen {args.listen}: cannot listen ({exc.strerror or exc})") from None
-    print(f"tidewise extender: listening on {server.url} (filter, prioritize, explain, healthz)", flush=True)
+    print(f"tidewise extender: listening on {server.url} (filter, prioritize, explain, metrics, healthz)", flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a rolling update stops it cleanly
     server.start()
