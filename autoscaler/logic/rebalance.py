@@ -17,7 +17,7 @@ simulation on the real traces (`studies/simulation/rebalance.py`): one implement
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -35,17 +35,24 @@ class RebalanceSettings:
     # how far ahead a node's peak is read: 2 h covers the next rise of a daily tide while a move
     # (eviction + scheduling + start-up, minutes) still lands well before it
     horizon: str = "2h"
-    # forecast quantile of each pod's usage; summing pods' q0.9 over-states the node's own q0.9, which
-    # errs on the side of calling a node hot
-    quantile: float = 0.9
+    # forecast quantile of each pod's usage. 0.5: the sum of pods' medians is the node's median, where
+    # summed q0.9s over-state the node's own q0.9, call cool nodes hot and leave no destination; on the
+    # real traces (BENCHMARKS.md, "rebalance") q0.9 left 2-3x more hot node-minutes than q0.5
+    quantile: float = 0.5
+    # the first step of a pod's demand is at least its last observed usage: what the forecast missed
+    # (an anomaly, a level shift) is still seen, as a reactive descheduler would see it
+    with_current: bool = True
     high_cpu: float = 0.8  # fraction of allocatable: a forecast CPU peak above it makes the node hot
     high_memory: float = 0.9  # memory is not compressible: a later threshold, but a harder one
     target_cpu: float = 0.7  # pods are moved until the forecast peak is under this (hysteresis below high)
     target_memory: float = 0.8
-    # a destination must keep its forecast peak, with the pod, under these: as Koordinator's low
-    # thresholds, room that stays room after the move
-    low_cpu: float = 0.6
+    low_cpu: float = 0.6  # a cool node: forecast peak under these (Koordinator's low thresholds)
     low_memory: float = 0.7
+    # how full a destination may get, its forecast peak with the pod: "target" (the level the hot node
+    # is brought down to; Koordinator fills its idle nodes up to the high thresholds) or "low" (it must
+    # stay a cool node). On the real traces "low" left 1.6x the hot node-minutes of "target": over a
+    # 2 h horizon few nodes stay under 0.6, so hot nodes found nowhere to go
+    fill_to: str = "target"
     max_per_run: int = 5  # evictions planned per run, all nodes together
     max_per_owner: int = 1  # pods of one workload per run: a Deployment never loses two replicas at once
     per_minute: int = 5  # evictions sent in any 60 s (the Evictor's sliding window)
@@ -57,6 +64,8 @@ class RebalanceSettings:
             if not 0 < low <= target <= high <= 1:
                 raise ValueError(f"rebalance thresholds for {res}: need 0 < low_{res} ({low}) <= target_{res} "
                                  f"({target}) <= high_{res} ({high}) <= 1")
+        if self.fill_to not in ("low", "target"):
+            raise ValueError(f"rebalance.fill_to {self.fill_to!r}: low or target")
         if not 0 < self.quantile < 1:
             raise ValueError(f"rebalance.quantile {self.quantile}: between 0 and 1")
         if self.max_per_run < 0 or self.max_per_owner < 0 or self.per_minute < 0:
@@ -165,27 +174,28 @@ def _order(pods: Sequence[Candidate], load: _Load) -> list[Candidate]:
 
 def _destination(pod: Candidate, loads: Sequence[_Load], source: str, s: RebalanceSettings
                  ) -> tuple[_Load, tuple[float, float]] | None:
-    """The coolest node whose forecast peak with the pod stays under the low thresholds, if any."""
+    """The coolest node whose forecast peak with the pod stays under the `fill_to` thresholds, if any."""
+    cap_c, cap_m = (s.low_cpu, s.low_memory) if s.fill_to == "low" else (s.target_cpu, s.target_memory)
     best = None
     for dst in loads:
         if dst.node.name == source or not dst.node.accepts or dst.node.cpu <= 0 or dst.node.memory <= 0:
             continue
         c, m = dst.peak_with(pod)
-        if c <= s.low_cpu and m <= s.low_memory and (best is None or c < best[1][0]):
+        if c <= cap_c and m <= cap_m and (best is None or c < best[1][0]):
             best = (dst, (c, m))
     return best
 
 
 def plan_rebalance(nodes: Sequence[NodeLoad], settings: RebalanceSettings, steps: int,
-                   budgets: Mapping[str, int] | None = None) -> RebalancePlan:
+                   budgets: Mapping[str, int] | None = None, only: Collection[str] | None = None) -> RebalancePlan:
     """The moves that bring hot nodes under their targets. `budgets`: disruption budget
     "namespace/name" -> disruptions it still allows (status.disruptionsAllowed); a pod whose budget
-    is not listed is left to the API server to judge."""
+    is not listed is left to the API server to judge. `only`: the nodes that may shed pods (None: all)."""
     s = settings
     left = dict(budgets or {})
     loads = [_Load(n, *_sum(n.pods, steps)) for n in nodes]
     plan = RebalancePlan()
-    hot = [(ld, why) for ld in loads if (why := _hot_reason(ld.peak(), s))]
+    hot = [(ld, why) for ld in loads if (why := _hot_reason(ld.peak(), s)) and (only is None or ld.node.name in only)]
     hot.sort(key=lambda x: (-max(x[0].peak()), x[0].node.name))  # the hottest first
     owners: dict[str, int] = {}
     for load, why in hot:
@@ -204,8 +214,9 @@ def plan_rebalance(nodes: Sequence[NodeLoad], settings: RebalanceSettings, steps
             if why_not is None:
                 dest = _destination(pod, loads, name, s)
                 if dest is None:
-                    why_not = (f"no other node keeps its forecast peak under CPU {s.low_cpu:.2f} / memory "
-                               f"{s.low_memory:.2f} with it")
+                    cap = (s.low_cpu, s.low_memory) if s.fill_to == "low" else (s.target_cpu, s.target_memory)
+                    why_not = (f"no other node keeps its forecast peak under CPU {cap[0]:.2f} / memory {cap[1]:.2f} "
+                               f"({s.fill_to}) with it")
             if why_not is not None:
                 plan.kept[key] = why_not
                 continue

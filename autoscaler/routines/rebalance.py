@@ -19,10 +19,11 @@ from autoscaler.logic.decide_node import workload_pod_demand
 from autoscaler.logic.decide_vpa import steps_in
 from autoscaler.logic.rebalance import Candidate, NodeLoad, RebalancePlan, RebalanceSettings, plan_rebalance
 from autoscaler.model.cluster import ClusterState, Obj, meta
-from autoscaler.model.views import NodeView, PodView
+from autoscaler.model.views import NodeView, PodView, WorkloadSeries
 from autoscaler.output.eviction import Evictor, Move, Outcome, movable
 from autoscaler.routines.context import KILLED, RunContext, RunReport
 from contracts.qos import QOS_ANNOTATION
+from predictor.history import History
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,18 @@ def _accepts(node: Obj) -> bool:
         t.get("effect") in ("NoSchedule", "NoExecute") for t in spec.get("taints") or [] if isinstance(t, dict))
 
 
+def current_pod_usage(series: WorkloadSeries | None, history: History, replicas: int) -> tuple[float, float]:
+    """(cores, bytes): one pod's share of its workload's last observed usage (0 where unseen)."""
+    total = {"cpu": 0.0, "memory": 0.0}
+    for res_map in (series.by_container.values() if series is not None else ()):
+        for res, sid in res_map.items():
+            y = history.series.get(sid)
+            last = float(y.iloc[-1]) if y is not None and len(y) else float("nan")
+            if res in total and np.isfinite(last):
+                total[res] += last
+    return total["cpu"] / max(1, replicas), total["memory"] / max(1, replicas)
+
+
 def _owner(pod: Obj, state: ClusterState) -> str:
     wl = state.workload_of_pod(pod)
     if wl:
@@ -119,6 +132,12 @@ def _candidate(pod: Obj, ctx: RunContext, s: RebalanceSettings, steps: int, allo
         r_cpu, r_mem = view.requests()
         demand = (np.full(steps, r_cpu / 1000.0), np.full(steps, float(r_mem)))
         note = "no forecast: counted at its requests"
+    elif s.with_current and wl:
+        now_cpu, now_mem = current_pod_usage(ctx.index.get(wl), ctx.history, state.replicas(*wl))
+        if now_cpu > demand[0][0] or now_mem > demand[1][0]:
+            note = "its last observed usage is above the forecast's first step, which it replaces"
+        demand[0][0] = max(demand[0][0], now_cpu)
+        demand[1][0] = max(demand[1][0], now_mem)
     return Candidate(view.namespace, view.name, _owner(pod, state), view.qos(QOS_ANNOTATION), demand[0], demand[1],
                      movable(pod), _budget(pod, allowed, selectors), note)
 

@@ -45,12 +45,21 @@ def test_the_forecast_peak_not_todays_level_makes_a_node_hot():
     assert list(together.hot) == ["n"] and len(together.moves) == 1
 
 
-def test_no_move_without_a_destination_under_its_low_threshold():
+def test_no_move_without_a_destination_that_stays_under_its_fill_level():
     hot = node("hot", [pod("a", 4.5), pod("b", 4.5)])
-    warm = node("warm", [pod("c", 5.0)])  # 0.5 + 0.45 > low 0.6
+    warm = node("warm", [pod("c", 5.0)])  # 0.5 + 0.45 = 0.95: over the target 0.7
     plan = plan_rebalance([hot, warm], RebalanceSettings(), STEPS)
     assert plan.moves == []
-    assert "no other node keeps its forecast peak under CPU 0.60" in plan.kept["hot ns/a"]
+    assert plan.kept["hot ns/a"] == "no other node keeps its forecast peak under CPU 0.70 / memory 0.80 (target) with it"
+
+
+def test_fill_to_low_keeps_destinations_cool():
+    hot = node("hot", [pod("a", 4.5), pod("b", 4.5)])
+    mild = node("mild", [pod("c", 2.0)])  # 0.2 + 0.45 = 0.65: under the target 0.7, over low 0.6
+    to_target = plan_rebalance([hot, mild], RebalanceSettings(), STEPS)
+    to_low = plan_rebalance([hot, mild], RebalanceSettings(fill_to="low"), STEPS)
+    assert [m.destination for m in to_target.moves] == ["mild"]
+    assert to_low.moves == [] and "under CPU 0.60 / memory 0.70 (low)" in to_low.kept["hot ns/a"]
 
 
 def test_a_cordoned_node_is_no_destination():
@@ -97,7 +106,7 @@ def test_memory_alone_can_make_a_node_hot():
 
 
 @pytest.mark.parametrize("field,value", [("low_cpu", 0.9), ("target_memory", 0.95), ("high_cpu", 1.5),
-                                         ("quantile", 1.0)])
+                                         ("quantile", 1.0), ("fill_to", "high")])
 def test_thresholds_out_of_order_are_refused(field, value):
     with pytest.raises(ValueError, match=field.split("_")[0]):
         RebalanceSettings(**{field: value}).check()

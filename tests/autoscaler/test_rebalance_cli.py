@@ -22,14 +22,14 @@ def pdb(name: str, app: str, min_available: int, allowed: int) -> dict:
 
 
 def hot_cluster(objects: list[dict]) -> list[dict]:
-    """node-0 squeezed to 16 cores (its forecast peak ~1.3x allocatable), an empty node-2 to move to,
+    """node-0 squeezed to 12 cores (its forecast median peaks ~1.4x allocatable), an empty node-2 to move to,
     pods owned by their ReplicaSet / StatefulSet; `ads` guarded by a budget the server will enforce,
     `checkout` by one whose status already allows nothing."""
     out = []
     for o in objects:
         o = json.loads(json.dumps(o))
         if o["kind"] == "Node" and o["metadata"]["name"] == "node-0":
-            o["status"]["allocatable"]["cpu"] = "16"
+            o["status"]["allocatable"]["cpu"] = "12"
         if o["kind"] == "Pod":
             name = o["metadata"]["name"]
             kind = "StatefulSet" if name.startswith("catalog") else "ReplicaSet"

@@ -75,3 +75,18 @@ def test_the_per_minute_limit_spans_runs(objects, history):
     second = [o.result for o in loop.run_once().rebalance.outcomes]
     assert first[:3] == ["dry-run"] * 3 and set(first[3:]) <= {"rate-limited"}
     assert second and set(second) == {"rate-limited"}  # the same minute: the window is full
+
+
+def test_a_spike_the_forecast_missed_makes_the_node_hot_now(objects, history):
+    """The last observed usage floors the first step (serve.rebalance.with_current): a surge seen in
+    the newest sample counts even though yesterday's shape says the node stays cool."""
+    sid = "search/Deployment/ads/app/cpu"
+    y = history.series[sid]
+    y.iloc[-1] = y.iloc[-1] + 200.0  # +50 cores per pod on 4 replicas
+    plain = [o for o in hot_cluster(objects) if o["metadata"]["name"] != "node-0"] + \
+        [o for o in objects if o["metadata"]["name"] == "node-0"]  # node-0 at its full 31.5 cores
+    for with_current, hot in ((False, []), (True, ["node-0", "node-1"])):
+        s = fast_settings()
+        s.rebalance.enabled, s.rebalance.with_current = True, with_current
+        rep = ServingLoop(s, source_of(history), StaticCluster(plain), DryRunSink()).run_once()
+        assert sorted(rep.rebalance.plan.hot) == hot
