@@ -49,9 +49,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     from tidewise.commands.simulate_tide import register_tide
 
     register_tide(inner)
+    from tidewise.commands.simulate_rebalance import register_rebalance
+
+    register_rebalance(inner)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.simulation == "rebalance":
+        from tidewise.commands.simulate_rebalance import run_rebalance
+
+        return run_rebalance(args)
     if args.simulation == "tide":
         from tidewise.commands.simulate_tide import run_tide
 
