@@ -24,6 +24,7 @@ SECTIONS = [
     "replay",
     "dask",
     "tide",
+    "rebalance",
 ]
 MODULES = {"dask": "dask_scale"}  # section -> module, where the module is not named after its section
 MARK = "<!-- section: {} -->"
