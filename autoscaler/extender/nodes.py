@@ -94,6 +94,12 @@ class WatchedSource:
     def wait_synced(self, timeout: float) -> bool:
         return all(inf.wait_synced(timeout) for inf in self.informers.values())
 
+    def ready(self) -> bool:
+        """Ready once Nodes are listed. Topology is not waited for: without the Katalyst CRD its list
+        keeps failing, and only NUMA-bound pods need it (they are refused, with that reason, meanwhile)."""
+        node = self.informers.get("Node")
+        return node is None or node.wait_synced(0)
+
     def nodes(self) -> Mapping[str, Obj]:
         if self._nodes is None:
             raise StaleCache("Node: not watched (started with --no-node-cache): use nodeCacheCapable: false")

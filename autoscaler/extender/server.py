@@ -4,7 +4,7 @@
     POST <prefix>/prioritize   ExtenderArgs -> HostPriorityList
     GET  /explain[?pod=NS/NAME]  the reasons of the last calls for a pod (or the pods remembered)
     GET  /metrics              Prometheus: calls, latency, what became of the nodes (metrics.py)
-    GET  /healthz              200 once the caches are filled, 503 before (the readiness probe)
+    GET  /healthz              200 once Nodes are listed, 503 before (the readiness probe)
 
 The verb is the last path segment, so any `urlPrefix` path works. A request that is not an
 ExtenderArgs gets 400 with the reason in `Error` (never a traceback); an unexpected failure gets

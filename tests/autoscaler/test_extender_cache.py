@@ -121,3 +121,27 @@ def test_remembered_plans_and_forecasts_still_expire_with_the_clock():
     assert {h["Score"] for h in ext.prioritize(parse_args(fixture("prioritize-batch-names.json")))} == {5}
     clock[0] = NOW - dt.timedelta(minutes=30)  # a plan generated after "now" (clock skew) is refused too
     assert "in the future" in ext.filter(args)["FailedAndUnresolvableNodes"]["node-e"]
+
+
+def test_without_the_katalyst_crd_it_is_ready_and_only_numa_pods_are_refused():
+    items = [o for o in json.loads(fixture("cluster-state.json"))["items"] if o["kind"] == "Node"]
+    fake = FakeApiServer(items).start()
+    fake.fail("GET", "customnoderesources", 404, times=10_000)  # the CRD is not installed
+    cfg = client.Configuration()
+    cfg.host = fake.url
+    kube = Kube(client.ApiClient(cfg), sleep=lambda s: None)
+    kube.watch_seconds = 2
+    source = WatchedSource(kube).start()
+    try:
+        assert wait_until(source.ready)
+        assert not source.wait_synced(0)  # the topology never lists
+        ext = Extender(source, clock=lambda: NOW)
+        assert names_passing(ext, "filter-reclaimed-names.json") == ["node-a", "node-e"]
+        r = ext.filter(parse_args(fixture("filter-numa-names.json")))
+        assert r["NodeNames"] == [] and len(r["FailedAndUnresolvableNodes"]) == 6
+        assert all("topology cache unavailable" in why and "CustomNodeResource" in why
+                   for why in r["FailedAndUnresolvableNodes"].values())
+    finally:
+        source.stop()
+        kube.api_client.close()
+        fake.stop()

@@ -18,7 +18,7 @@ Answer kube-scheduler's extender calls (k8s.io/kube-scheduler/extender/v1) over 
   POST /prioritize  score nodes 0..10 by the headroom the node's forecast (tidewise.io/node-forecast,
                     written by `tidewise serve`) leaves over the pod's expected lifetime
   GET  /explain?pod=NS/NAME   why each node was filtered or scored as it was
-  GET  /metrics, /healthz     Prometheus metrics; 200 once the caches are filled
+  GET  /metrics, /healthz     Prometheus metrics; 200 once Nodes are listed
 Watches Nodes and CustomNodeResources (nodeCacheCapable: true works; false too). Writes nothing.
 Deployment and the KubeSchedulerConfiguration: deploy/scheduler-extender.yaml.
 """
@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-node-cache", action="store_true",
                    help="do not watch Nodes (only for nodeCacheCapable: false, where the scheduler sends them)")
     p.add_argument("--no-topology", action="store_true",
-                   help="do not watch CustomNodeResources (no Katalyst CRD): NUMA-bound dedicated pods then fit nowhere")
+                   help="do not watch CustomNodeResources (no Katalyst CRD; without it the list keeps failing): "
+                        "NUMA-bound dedicated pods then fit nowhere")
     p.add_argument("--stale-after", default="120", metavar="SECONDS",
                    help="a cache whose watch has failed this long is not used (default 120: fail closed)")
     p.add_argument("--explain-pods", default="256", metavar="N", help="pods whose reasons /explain keeps (default 256)")
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
                                     watch_topology=not args.no_topology).start()
             source = watched
     extender = Extender(source, explain_pods=explain_pods)
-    ready = (lambda: True) if watched is None else (lambda: watched.wait_synced(0))
+    ready = (lambda: True) if watched is None else watched.ready
     try:
         server = ExtenderServer((host, port), extender, ready)
     except OSError as exc:
