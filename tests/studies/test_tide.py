@@ -209,3 +209,23 @@ def test_same_seed_same_results_and_another_seed_another_cluster():
     assert list(a.results_json()["policies"]) == ["watermark", "schedule", "tidewise"]
     assert a.results_json() != c.results_json()
     assert (a.pool.needed >= 1).all() and a.pool.needed.max() <= 6
+
+
+def _run(label: str, lent: float, late: int, drained: float, evicted: int):
+    from studies.simulation.tide_engine import TideRun
+
+    z = np.zeros(1, dtype=np.int64)
+    return TideRun(label, lent, late, drained, evicted, 0.0, 0.0, 1, 1, 0, 7.0, z, z)
+
+
+def test_the_verdict_compares_with_the_watermark_that_lends_most_without_more_late_minutes():
+    from studies.simulation.tide_study import TideStudy
+
+    runs = [_run("watermark", 100, 0, 50, 50), _run("watermark@low=0.7", 200, 3, 10, 10),
+            _run("watermark@high=0.85", 150, 0, 30, 0), _run("tidewise", 190, 0, 40, 17),
+            _run("tidewise@headroom=0.1", 400, 9, 0, 0)]
+    v = TideStudy(_small(0), None, runs, None, 0, []).verdict()  # type: ignore[arg-type]
+    assert v["best_watermark"]["label"] == "watermark@high=0.85"  # @low=0.7 lends more but is late
+    assert v["lend_ratio"] == pytest.approx(190 / 150)
+    assert v["targets"] == {"lend": True, "zero_late": True, "pods_moved": False}  # 57/190 > 30/150
+    assert v["pods_moved_per_100_node_hours"]["tidewise"] == pytest.approx(100 * 57 / 190)
