@@ -73,3 +73,45 @@ def test_no_horizon_writes_no_forecast(objects, history):
     assert rep.node_forecasts == {}
     assert all(FORECAST_ANNOTATION not in (c.patch.get("metadata") or {}).get("annotations", {})
                for c in rep.changes if c.kind == "Node")
+
+
+def test_what_serve_writes_through_the_api_is_what_the_extender_reads(objects, history):
+    """serve (ApiSink, the real client) -> the API fake -> the extender's watched node cache."""
+    from kubernetes import client
+
+    from autoscaler.extender.nodes import WatchedSource
+    from autoscaler.extender.payload import parse_args
+    from autoscaler.extender.service import Extender
+    from autoscaler.input.cluster import ApiCluster
+    from autoscaler.kube import Kube
+    from autoscaler.output.sinks import WRITTEN, ApiSink
+    from tests.autoscaler.fake_apiserver import FakeApiServer
+
+    fake = FakeApiServer(objects).start()
+    cfg = client.Configuration()
+    cfg.host = fake.url
+    kube = Kube(client.ApiClient(cfg), sleep=lambda s: None)
+    kube.watch_seconds = 2
+    source = None
+    try:
+        rep = ServingLoop(fast_settings(), source_of(history), ApiCluster(kube), ApiSink(kube)).run_once()
+        assert rep.outcome == OK and all(r.outcome == WRITTEN for r in rep.results)
+        for name in ("node-0", "node-1"):
+            node = fake.get("Node", name)
+            validate_object(node)
+            assert FORECAST_ANNOTATION in node["metadata"]["annotations"]
+        source = WatchedSource(kube, watch_topology=False).start()
+        assert source.wait_synced(10)
+        ext = Extender(source, clock=lambda: rep.now.to_pydatetime() + dt.timedelta(minutes=1))
+        args = json.loads(fixture("prioritize-batch-names.json"))
+        args["NodeNames"] = ["node-0", "node-1"]
+        for h in ext.prioritize(parse_args(json.dumps(args).encode())):
+            why = ext.explain("analytics/etl-nightly-7x2kq")["prioritize"]["nodes"][h["Host"]]["reason"]
+            assert "neutral" not in why and "reclaimable cpu lowest" in why, why
+        verdicts = ext.filter(parse_args(json.dumps(args).encode()))
+        assert not verdicts["FailedAndUnresolvableNodes"]  # both plans valid: a fit or a no-fit, never "no plan"
+    finally:
+        if source is not None:
+            source.stop()
+        kube.api_client.close()
+        fake.stop()
