@@ -58,7 +58,11 @@ class TideStudy:
     breakdown: dict[str, dict[str, int]] = field(default_factory=dict)  # tidewise settings: why nodes moved
 
     def results_json(self) -> dict:
-        return {"policies": {r.label: r.metrics() for r in self.runs}}
+        """The contract; `tidewise_default` names the setting the label `tidewise` ran (when it ran)."""
+        out: dict = {"policies": {r.label: r.metrics() for r in self.runs}}
+        if any(r.label == "tidewise" for r in self.runs):
+            out["tidewise_default"] = tidewise_default(self.forecasts)
+        return out
 
     def verdict(self) -> dict:
         """Issue 17's targets on this seed (see the module docstring)."""
@@ -83,6 +87,15 @@ class TideStudy:
                           "pods_moved": bool(per_tw <= per_wm)}
         out["meets_all"] = all(out["targets"].values())
         return out
+
+
+def tidewise_default(forecasts: PoolForecasts | None) -> dict | None:
+    """The default tidewise setting's knobs (the serving loop's `TideSettings`), None without forecasts."""
+    if forecasts is None:
+        return None
+    d = TidewiseTide(forecasts)
+    return {"lead_minutes": d.lead, "quantile": d.quantile, "min_dwell_minutes": d.min_dwell, "headroom": d.headroom,
+            "max_moves": d.max_moves}
 
 
 def per_node_hour(r: TideRun) -> float:
@@ -134,8 +147,6 @@ def run_tide_study(s: TideStudySettings, progress: ProgressFactory | None = None
 
 def details_json(study: TideStudy) -> dict:
     p = study.pool
-    default_tw = next((x for x in tide_policy_set("tidewise", study.forecasts, sweeps=False)), None) \
-        if study.forecasts is not None else None
     return {
         "settings": {k: v for k, v in asdict(study.settings).items() if k != "pool"},
         "pool_settings": asdict(p.settings),
@@ -145,9 +156,7 @@ def details_json(study: TideStudy) -> dict:
                  "mean_demand_cores": float(p.demand.mean()), "mean_requested_cores": float(p.requested.mean()),
                  "lendable_node_hours": float((p.nodes - p.needed.clip(max=p.nodes)).sum() / 60.0)},
         "forecast_model": study.forecasts.model if study.forecasts is not None else None,
-        "tidewise_default": ({"lead_minutes": default_tw.lead, "quantile": default_tw.quantile,
-                              "min_dwell_minutes": default_tw.min_dwell, "headroom": default_tw.headroom,
-                              "max_moves": default_tw.max_moves} if isinstance(default_tw, TidewiseTide) else None),
+        "tidewise_default": tidewise_default(study.forecasts),
         "runs": {r.label: {**r.metrics(), "pods_moved_per_100_node_hours": per_node_hour(r)} for r in study.runs},
         "verdict": study.verdict(),
         "tidewise_breakdown": study.breakdown,

@@ -18,7 +18,9 @@ def test_small_run_writes_the_results_contract_and_a_self_contained_report(tmp_p
                 "--forecast-model", "seasonal_naive_daily", "--no-sweeps", "--out", str(out))
     assert r.returncode == 0, r.stderr
     results = json.loads((out / "results.json").read_text())
-    assert list(results) == ["policies"]
+    assert list(results) == ["policies", "tidewise_default"]
+    assert results["tidewise_default"] == {"lead_minutes": 60, "quantile": 0.9, "min_dwell_minutes": 120,
+                                           "headroom": 0.25, "max_moves": 2}  # the serving loop's defaults
     assert list(results["policies"]) == ["watermark", "schedule", "tidewise"]
     for label, m in results["policies"].items():
         assert list(m)[:4] == CONTRACT, label
