@@ -56,3 +56,28 @@ def history(small) -> History:
 
 def source_of(history: History) -> MemorySource:
     return MemorySource(history)
+
+
+@pytest.fixture
+def api_factory():
+    """`start(objects) -> (fake, kube)`: an API fake holding `objects` and a `Kube` on it (no retries, no
+    sleeping); every one started is stopped after the test."""
+    from kubernetes import client
+
+    from autoscaler.kube import Kube
+    from tests.autoscaler.fake_apiserver import FakeApiServer
+
+    made = []
+
+    def start(objs):
+        fake = FakeApiServer(objs).start()
+        cfg = client.Configuration()
+        cfg.host = fake.url
+        kube = Kube(client.ApiClient(cfg), sleep=lambda s: None, max_retries=0)
+        made.append((fake, kube))
+        return fake, kube
+
+    yield start
+    for fake, kube in made:
+        kube.api_client.close()
+        fake.stop()

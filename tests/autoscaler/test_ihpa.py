@@ -7,15 +7,12 @@ from __future__ import annotations
 import copy
 
 import pytest
-from kubernetes import client
 
 from autoscaler.input.cluster import ApiCluster
-from autoscaler.kube import Kube
 from autoscaler.model.ihpa import IhpaView, MalformedIhpa
 from autoscaler.output.sinks import DRY_RUN, WRITTEN, ApiSink, DryRunSink
 from autoscaler.routines.loop import OK, ServingLoop
 from tests.autoscaler.conftest import fast_settings, source_of, validate_object
-from tests.autoscaler.fake_apiserver import FakeApiServer
 
 KIND = "IntelligentHorizontalPodAutoscaler"
 API = "autoscaling.katalyst.kubewharf.io/v1alpha2"
@@ -41,21 +38,8 @@ def hpa_named(objects, name="frontend"):
 
 
 @pytest.fixture
-def api():
-    made = []
-
-    def start(objs):
-        fake = FakeApiServer(objs).start()
-        cfg = client.Configuration()
-        cfg.host = fake.url
-        kube = Kube(client.ApiClient(cfg), sleep=lambda s: None, max_retries=0)
-        made.append((fake, kube))
-        return fake, kube
-
-    yield start
-    for fake, kube in made:
-        kube.api_client.close()
-        fake.stop()
+def api(api_factory):
+    return api_factory
 
 
 def loop_for(kube, history, sink=None, s=None):

@@ -8,17 +8,14 @@ import copy
 
 import pandas as pd
 import pytest
-from kubernetes import client
 
 from autoscaler.input.cluster import ApiCluster
 from autoscaler.katalyst_settings import SPD_OPT_IN, SpdSettings
-from autoscaler.kube import Kube
 from autoscaler.logic.spd import INDICATOR, owned_part
 from autoscaler.output.sinks import DRY_RUN, WRITTEN, ApiSink, DryRunSink
 from autoscaler.routines.loop import OK, ServingLoop
 from contracts.errors import InputError
 from tests.autoscaler.conftest import END, fast_settings, source_of, validate_object
-from tests.autoscaler.fake_apiserver import FakeApiServer
 
 SPD = "ServiceProfileDescriptor"
 KINDS = (SPD,)
@@ -32,21 +29,8 @@ def opt_in(objects, name="frontend"):
 
 
 @pytest.fixture
-def api(objects):
-    made = []
-
-    def start(objs):
-        fake = FakeApiServer(objs).start()
-        cfg = client.Configuration()
-        cfg.host = fake.url
-        kube = Kube(client.ApiClient(cfg), sleep=lambda s: None, max_retries=0)
-        made.append((fake, kube))
-        return fake, kube
-
-    yield start
-    for fake, kube in made:
-        kube.api_client.close()
-        fake.stop()
+def api(api_factory):
+    return api_factory
 
 
 class Clock:
