@@ -107,7 +107,8 @@ class TideStep:
         now = ctx.now.timestamp()
         tide_nodes = [self._tide_node(nodes[n], pool, pods_on.get(n, [])) for n in split.tide]
         plan = plan_pool(tide_nodes, needed - len(split.online), lead_steps=lead_steps, dwell_steps=dwell_steps,
-                         max_moves=t.max_moves, now=now, min_dwell_seconds=dwell.total_seconds())
+                         max_moves=t.max_moves, now=now, min_dwell_seconds=dwell.total_seconds(),
+                         hold_after_return=parse_duration(t.hold_after_return).total_seconds())
         entry: dict[str, Any] = {"pool": pool.name, "summary": plan.summary, "needed_nodes": needed.tolist(),
                                  "reserved_online": split.online, "reserved_offline": split.offline,
                                  "tide": split.tide, "moves": [m.__dict__ for m in plan.moves], "held": plan.held,

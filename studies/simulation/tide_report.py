@@ -15,7 +15,8 @@ from studies.simulation.tide_study import TideStudy
 from studies.simulation.traces import DAY_MIN
 from training.pages import PAGE_END, figure_png, image, page_start, pyplot
 
-COLOURS = {"watermark": "#d62728", "schedule": "#1f77b4", "tidewise": "#2ca02c"}
+COLOURS = {"watermark": "#d62728", "schedule": "#1f77b4", "tidewise": "#2ca02c", "oracle": "#7f7f7f",
+           "tidewise-serve": "#98df8a"}
 SOURCES = ("Traces: Cloud Cluster Capacity Dataset (Apache-2.0), Donut sample KPIs (MIT), Numenta Anomaly "
            "Benchmark (MIT), WorldCup98 and NASA-KSC 1995 request logs (ITA); see ../shared/data/*/SOURCE.md.")
 
@@ -25,14 +26,13 @@ def _defaults(study: TideStudy) -> list:
 
 
 def forecast_needed(study: TideStudy) -> np.ndarray | None:
-    """Per minute, the nodes the default tidewise forecast said the pool would need at that minute
-    (the latest forecast made before it), with the pool's packing headroom: what the picture shows."""
+    """Per minute, the nodes the median forecast (tidewise's default adds its calibrated margin to
+    it) said the pool would need at that minute (the latest forecast made before it), with the
+    pool's packing headroom: what the picture shows."""
     fc = study.forecasts
     if fc is None:
         return None
-    from autoscaler.logic.tide import TideSettings
-
-    q = TideSettings().quantile
+    q = 0.5
     out = np.zeros(study.pool.minutes)
     for t in range(study.pool.minutes):
         out[t] = fc.window(t - 1, q, 1)[0] if t > 0 else np.nan
@@ -47,7 +47,7 @@ def plot_week(study: TideStudy) -> str:
     ax.plot(x, pool.needed, color="#000000", lw=0.8, label="nodes online service needs (HPA requests)")
     fn = forecast_needed(study)
     if fn is not None:
-        ax.plot(x, fn, color="#2ca02c", lw=0.8, ls=":", label="forecast of it (tidewise's quantile, 1 h old at most)")
+        ax.plot(x, fn, color="#2ca02c", lw=0.8, ls=":", label="median forecast of it (1 h old at most)")
     for r in _defaults(study):
         ax.plot(x, r.online_nodes, color=COLOURS.get(r.label), lw=1.0, alpha=0.8,
                 label=f"nodes online: {r.label} ({r.node_hours_lent:.0f} node-h lent)")

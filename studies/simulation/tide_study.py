@@ -73,6 +73,8 @@ class TideStudy:
             return out
         wm = [r for r in self.runs if r.label.split("@")[0] == "watermark" and r.late_minutes <= tw.late_minutes]
         out["tidewise"] = {"label": tw.label, **tw.metrics()}
+        if "oracle" in by:  # perfect foresight: what every ratio is read against
+            out["oracle_node_hours_lent"] = by["oracle"].node_hours_lent
         out["zero_late"] = tw.late_minutes == 0
         if not wm:
             return out
@@ -94,8 +96,10 @@ def tidewise_default(forecasts: PoolForecasts | None) -> dict | None:
     if forecasts is None:
         return None
     d = TidewiseTide(forecasts)
-    return {"lead_minutes": d.lead, "quantile": d.quantile, "min_dwell_minutes": d.min_dwell, "headroom": d.headroom,
-            "max_moves": d.max_moves}
+    return {"lead_minutes": d.lead, "min_dwell_minutes": d.min_dwell, "max_moves": d.max_moves, "margin": d.margin,
+            "error_quantile": d.error_quantile, "error_window_minutes": d.error_window, "return_slack": d.return_slack,
+            "rise_quantile": d.rise_quantile, "hold_minutes": d.hold, "fallback_quantile": d.quantile,
+            "fallback_headroom": d.headroom}
 
 
 def per_node_hour(r: TideRun) -> float:

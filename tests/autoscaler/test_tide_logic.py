@@ -126,3 +126,38 @@ def test_shared_label_key_and_a_missing_effect():
 def test_a_pool_that_cannot_be_served_is_refused_by_name(spec, match):
     with pytest.raises(ValueError, match=match):
         TidePool.from_object({"metadata": {"name": "p"}, "spec": spec})
+
+
+def test_a_one_node_shortfall_is_waited_out_while_the_need_measured_now_is_clear():
+    nodes = tide_nodes(["a", "b", "c"], ["d", "e"])
+    short_by_one = [2, 3, 4, 4, 4, 4]  # must 4, online 3
+    p = plan_pool(nodes, np.array(short_by_one), lead_steps=2, dwell_steps=3, max_moves=5, now=10_000.0,
+                  min_dwell_seconds=3600, return_slack=1, needed_now=1)
+    assert p.moves == [] and "waiting" in p.summary
+    # the measured need comes within the slack of the online side: hand back
+    p = plan_pool(nodes, np.array(short_by_one), lead_steps=2, dwell_steps=3, max_moves=5, now=10_000.0,
+                  min_dwell_seconds=3600, return_slack=1, needed_now=2)
+    assert [(m.node, m.action) for m in p.moves] == [("d", RETURN)]
+    # short by more than the slack, or the need now unknown: hand back at once
+    for needed, now_need in (([2, 3, 5, 5, 5, 5], 1), (short_by_one, None)):
+        p = plan_pool(nodes, np.array(needed), lead_steps=2, dwell_steps=3, max_moves=5, now=10_000.0,
+                      min_dwell_seconds=3600, return_slack=1, needed_now=now_need)
+        assert {m.action for m in p.moves} == {RETURN}
+    assert plan(nodes, short_by_one).moves[0].action == RETURN  # no slack: the old rule
+    with pytest.raises(ValueError, match="return_slack"):
+        plan_pool(nodes, np.array(short_by_one), lead_steps=2, dwell_steps=3, max_moves=5, now=0.0,
+                  min_dwell_seconds=1, return_slack=-1)
+
+
+def test_no_node_is_lent_while_one_handed_back_within_the_hold_serves_online():
+    # b came back 10 minutes ago; a and c have been online for hours and are spare
+    nodes = tide_nodes(["a", "b", "c"], [], moved={"b": 10_000.0 - 600})
+    p = plan_pool(nodes, np.array([0] * 6), lead_steps=2, dwell_steps=3, max_moves=5, now=10_000.0,
+                  min_dwell_seconds=7200, hold_after_return=3600)
+    assert p.moves == [] and "holding" in p.summary
+    p = plan_pool(nodes, np.array([0] * 6), lead_steps=2, dwell_steps=3, max_moves=5, now=10_000.0,
+                  min_dwell_seconds=7200, hold_after_return=300)
+    assert [m.node for m in p.moves] == ["a", "c"]  # past the hold: the others lent, b still inside its dwell
+    assert TideSettings().hold_after_return == "1h"
+    with pytest.raises(InputError, match="serve.tide.hold_after_return"):
+        TideSettings(hold_after_return="later").check()

@@ -164,6 +164,19 @@ def test_a_night_forecast_lends_tide_nodes_and_drains_their_online_pods(api):
     assert not rep.problems()
 
 
+def test_no_node_is_lent_within_the_hold_after_a_hand_back(api):
+    # n3 came back online 20 minutes ago: the night forecast would lend n1-n3, serve holds for 1h
+    objects = [o if o["metadata"]["name"] != "n3" else node("n3", labels={ON: "true"}, moved="2026-11-01T22:40:00Z")
+               for o in night_objects()]
+    fake, kube = api(objects)
+    now = pd.Timestamp("2026-11-01T23:00:00Z")
+    (entry,) = run(kube, now, history(now)).tide
+    assert entry["moves"] == [] and "holding" in entry["summary"]
+    assert not fake.evictions()
+    (entry,) = run(kube, now + pd.Timedelta("41min"), history(now + pd.Timedelta("41min"))).tide
+    assert sorted(m["node"] for m in entry["moves"]) == ["n1", "n2"]  # the hold is over; n3 is inside its dwell
+
+
 def test_a_dry_run_reports_the_same_plan_and_writes_nothing(api):
     fake, kube = api(night_objects())
     now = pd.Timestamp("2026-11-01T23:00:00Z")

@@ -146,7 +146,7 @@ def test_tidewise_hands_nodes_back_a_lead_time_before_a_forecast_ramp_and_is_nev
         values[i, 0, :len(part)] = part
         values[i, 0, len(part):] = requested[-1]
     fc = PoolForecasts(origins, (0.9,), values, "exact")
-    tw = TidewiseTide(fc, lead=lead, quantile=0.9, min_dwell=30, headroom=0.0, max_moves=2)
+    tw = TidewiseTide(fc, lead=lead, quantile=0.9, min_dwell=30, headroom=0.0, max_moves=2, margin="quantile")
     run = simulate_tide(pool, tw, seed=1, batch_load=5.0)
     assert run.lent_nodes[5:ramp - lead - 5].min() == 4  # everything the forecast does not need is lent
     assert run.late_minutes == 0
@@ -206,7 +206,7 @@ def _small(seed: int) -> TideStudySettings:
 def test_same_seed_same_results_and_another_seed_another_cluster():
     a, b, c = run_tide_study(_small(5)), run_tide_study(_small(5)), run_tide_study(_small(6))
     assert a.results_json() == b.results_json()
-    assert list(a.results_json()["policies"]) == ["watermark", "schedule", "tidewise"]
+    assert list(a.results_json()["policies"]) == ["watermark", "schedule", "oracle", "tidewise"]
     assert a.results_json() != c.results_json()
     assert (a.pool.needed >= 1).all() and a.pool.needed.max() <= 6
 

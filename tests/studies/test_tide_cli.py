@@ -19,9 +19,12 @@ def test_small_run_writes_the_results_contract_and_a_self_contained_report(tmp_p
     assert r.returncode == 0, r.stderr
     results = json.loads((out / "results.json").read_text())
     assert list(results) == ["policies", "tidewise_default"]
-    assert results["tidewise_default"] == {"lead_minutes": 60, "quantile": 0.9, "min_dwell_minutes": 120,
-                                           "headroom": 0.25, "max_moves": 2}  # the serving loop's defaults
-    assert list(results["policies"]) == ["watermark", "schedule", "tidewise"]
+    d = results["tidewise_default"]
+    # the serving loop's plan and defaults, on the calibrated margin; serve's fixed stack until it has errors
+    assert {k: d[k] for k in ("lead_minutes", "min_dwell_minutes", "max_moves", "hold_minutes")} == \
+        {"lead_minutes": 60, "min_dwell_minutes": 120, "max_moves": 2, "hold_minutes": 60}
+    assert d["margin"] == "calibrated" and (d["fallback_quantile"], d["fallback_headroom"]) == (0.9, 0.25)
+    assert list(results["policies"]) == ["watermark", "schedule", "oracle", "tidewise"]
     for label, m in results["policies"].items():
         assert list(m)[:4] == CONTRACT, label
         assert isinstance(m["late_minutes"], int) and isinstance(m["pods_moved"], int)
