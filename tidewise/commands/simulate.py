@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+
+from tidewise.commands.study_args import add_study_args, cache_dir, check_study_args
 
 HELP = """\
 Simulate colocation on a cluster whose online services replay real traces.
@@ -25,26 +26,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     inner = p.add_subparsers(dest="simulation", metavar="SIMULATION", required=True)
     c = inner.add_parser("colocation", help="batch colocation on a simulated cluster (issue 6)",
                          description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("--traces", default=os.path.join("..", "shared", "data"), metavar="DIR",
-                   help="folder of real traces laid out like ../shared/data (default ../shared/data)")
-    c.add_argument("--nodes", type=int, default=40, metavar="N", help="nodes of 32 cores (default 40)")
-    c.add_argument("--policy", default="all", choices=["all", "none", "katalyst", "koordinator", "tidewise"],
-                   help="which policy to run, with its sweep (default all)")
-    c.add_argument("--out", default="simulation-out", metavar="DIR",
-                   help="output folder, created if missing (its parent must exist; default simulation-out)")
-    c.add_argument("--seed", type=int, default=0, help="seed of the cluster, the system noise and the batch queue")
-    c.add_argument("--days", type=int, default=7, help="simulated days: each trace's last whole days (default 7)")
+    add_study_args(c, nodes=40, nodes_help="nodes of 32 cores", days=7,
+                   seed_help="seed of the cluster, the system noise and the batch queue",
+                   policies=["none", "katalyst", "koordinator", "tidewise"], out="simulation-out",
+                   model_help="chosen per series", cache_help="daily forecasts, keyed by traces and model")
     c.add_argument("--bursts", default="calibrated", choices=["none", "calibrated", "high"],
                    help="online demand's peaks inside the minute: none, calibrated (estimated from the traces, "
                         "default) or high (as rough as uncorrelated demand)")
-    c.add_argument("--forecast-model", default="auto",
-                   help="forecasting model for tidewise: auto (chosen per series, default) or one model name")
     c.add_argument("--forecast-level", default="node", choices=["node", "service"],
                    help="tidewise forecasts each node's online demand (node, default) or every trace, summing "
                         "its services' quantiles per node as the serving loop sums pods' (service)")
-    c.add_argument("--no-sweeps", action="store_true", help="run each policy's default setting only")
-    c.add_argument("--no-cache", action="store_true",
-                   help="do not read or write DIR/forecast-cache (daily forecasts, keyed by traces and model)")
     p.set_defaults(func=run)
     from tidewise.commands.simulate_tide import register_tide
 
@@ -63,24 +54,17 @@ def run(args: argparse.Namespace) -> int:
         from tidewise.commands.simulate_tide import run_tide
 
         return run_tide(args)
-    from contracts.errors import InputError
     from studies.simulation.runner import run_study, write_outputs
     from studies.simulation.study import StudySettings
-    from predictor.models import MODELS
     from tidewise.paths import prepare_output_dir
     from tidewise.progress import progress
 
-    if args.forecast_model != "auto" and args.forecast_model not in MODELS:
-        raise InputError(f"--forecast-model {args.forecast_model!r}: use auto or one of {sorted(MODELS)}")
-    if args.nodes < 1 or args.days < 1:
-        raise InputError(f"--nodes {args.nodes} and --days {args.days}: each must be at least 1")
-    if not os.path.isdir(args.traces):
-        raise InputError(f"--traces {args.traces}: no such directory (the real traces live in ../shared/data)")
+    check_study_args(args)
     prepare_output_dir(args.out)  # before hours of simulation, not after
     s = StudySettings(traces=args.traces, nodes=args.nodes, days=args.days, seed=args.seed, policy=args.policy,
                       sweeps=not args.no_sweeps, bursts=args.bursts, forecast_model=args.forecast_model,
                       forecast_level=args.forecast_level,
-                      cache_dir=None if args.no_cache else os.path.join(args.out, "forecast-cache"))
+                      cache_dir=cache_dir(args))
     study = run_study(s, progress=progress)
     paths = write_outputs(study, args.out)
     v = study.verdict()

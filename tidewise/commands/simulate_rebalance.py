@@ -9,6 +9,8 @@ import json
 import os
 import sys
 
+from tidewise.commands.study_args import add_study_args, cache_dir, check_study_args
+
 HELP = """\
 Simulate rebalancing of hot nodes on a cluster whose online services replay real traces.
 
@@ -24,24 +26,13 @@ node-minutes above 80% of allocatable, above 100%, and pods moved. Writes DIR/re
 def register_rebalance(inner: argparse._SubParsersAction) -> None:
     c = inner.add_parser("rebalance", help="moving pods off hot nodes, reactive vs forecast (issue 16)",
                          description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("--traces", default=os.path.join("..", "shared", "data"), metavar="DIR",
-                   help="folder of real traces laid out like ../shared/data (default ../shared/data)")
-    c.add_argument("--nodes", type=int, default=20, metavar="N", help="nodes of 32 cores (default 20)")
-    c.add_argument("--days", type=int, default=3, help="simulated days: each trace's last whole days (default 3)")
-    c.add_argument("--seed", type=int, default=0, help="seed of the cluster")
-    c.add_argument("--policy", default="all", choices=["all", "none", "reactive", "tidewise"],
-                   help="which policy to run, with its sweep (default all)")
+    add_study_args(c, nodes=20, nodes_help="nodes of 32 cores", days=3, seed_help="seed of the cluster",
+                   policies=["none", "reactive", "tidewise"], out="rebalance-out", model_help="chosen per series",
+                   cache_help="the traces' forecasts, keyed by traces and model")
     c.add_argument("--headroom", default="0.5,0.8", metavar="LO,HI",
                    help="requests = history peak x U(LO, HI) (default 0.5,0.8; the colocation study's 1.0,1.3 "
                         "leaves hardly a hot node)")
     c.add_argument("--interval", type=int, default=5, metavar="MIN", help="minutes between decisions (default 5)")
-    c.add_argument("--out", default="rebalance-out", metavar="DIR",
-                   help="output folder, created if missing (its parent must exist; default rebalance-out)")
-    c.add_argument("--forecast-model", default="auto",
-                   help="forecasting model for tidewise: auto (chosen per series, default) or one model name")
-    c.add_argument("--no-sweeps", action="store_true", help="run each policy's default setting only")
-    c.add_argument("--no-cache", action="store_true",
-                   help="do not read or write DIR/forecast-cache (the traces' forecasts, keyed by traces and model)")
 
 
 def _headroom(text: str) -> tuple[float, float]:
@@ -55,21 +46,16 @@ def _headroom(text: str) -> tuple[float, float]:
 
 
 def run_rebalance(args: argparse.Namespace) -> int:
-    from contracts.errors import InputError
     from predictor.atomic import write_text_atomic
-    from predictor.models import MODELS
     from studies.simulation.rebalance import RebalanceStudySettings, check, run_rebalance_study
     from tidewise.paths import prepare_output_dir
 
-    if args.forecast_model != "auto" and args.forecast_model not in MODELS:
-        raise InputError(f"--forecast-model {args.forecast_model!r}: use auto or one of {sorted(MODELS)}")
+    check_study_args(args)
     s = RebalanceStudySettings(traces=args.traces, nodes=args.nodes, days=args.days, seed=args.seed,
                                headroom=_headroom(args.headroom), interval=args.interval,
                                forecast_model=args.forecast_model,
-                               cache_dir=None if args.no_cache else os.path.join(args.out, "forecast-cache"))
+                               cache_dir=cache_dir(args))
     check(s)
-    if not os.path.isdir(args.traces):
-        raise InputError(f"--traces {args.traces}: no such directory (the real traces live in ../shared/data)")
     prepare_output_dir(args.out)  # before the simulation, not after
     print(f"simulating {args.nodes} nodes x {args.days} days (forecasting the traces first) ...", file=sys.stderr)
     result = run_rebalance_study(s, policy=args.policy, sweeps=not args.no_sweeps)

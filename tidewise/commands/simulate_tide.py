@@ -4,8 +4,9 @@ Registered by `tidewise/commands/simulate.py` (the `simulate` command's second s
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+
+from tidewise.commands.study_args import add_study_args, cache_dir, check_study_args
 
 HELP = """\
 Simulate a tidal node pool on a cluster whose online services replay real traces.
@@ -24,37 +25,21 @@ DIR/report.html.
 def register_tide(inner: argparse._SubParsersAction) -> None:
     c = inner.add_parser("tide", help="whole nodes lent to batch and handed back (issue 17)",
                          description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("--traces", default=os.path.join("..", "shared", "data"), metavar="DIR",
-                   help="folder of real traces laid out like ../shared/data (default ../shared/data)")
-    c.add_argument("--nodes", type=int, default=40, metavar="N", help="nodes in the pool (default 40)")
-    c.add_argument("--days", type=int, default=7, help="simulated days: each trace's last whole days (default 7)")
-    c.add_argument("--seed", type=int, default=0, help="seed of the cluster and the batch queue")
-    c.add_argument("--policy", default="all", choices=["all", "watermark", "schedule", "tidewise"],
-                   help="which policy to run, with its sweep (default all)")
-    c.add_argument("--out", default="tide-out", metavar="DIR",
-                   help="output folder, created if missing (its parent must exist; default tide-out)")
-    c.add_argument("--forecast-model", default="auto",
-                   help="forecasting model for tidewise: auto (chosen per forecast, default) or one model name")
-    c.add_argument("--no-sweeps", action="store_true", help="run each policy's default setting only")
-    c.add_argument("--no-cache", action="store_true",
-                   help="do not read or write DIR/forecast-cache (the pool's hourly forecasts)")
+    add_study_args(c, nodes=40, nodes_help="nodes in the pool", days=7, seed_help="seed of the cluster and the batch queue",
+                   policies=["watermark", "schedule", "tidewise"], out="tide-out", model_help="chosen per forecast",
+                   cache_help="the pool's hourly forecasts")
 
 
 def run_tide(args: argparse.Namespace) -> int:
-    from contracts.errors import InputError
-    from predictor.models import MODELS
     from studies.simulation.tide_study import TideStudySettings, check_settings, run_tide_study, write_tide_outputs
     from tidewise.paths import prepare_output_dir
     from tidewise.progress import progress
 
-    if args.forecast_model != "auto" and args.forecast_model not in MODELS:
-        raise InputError(f"--forecast-model {args.forecast_model!r}: use auto or one of {sorted(MODELS)}")
+    check_study_args(args)
     s = TideStudySettings(traces=args.traces, nodes=args.nodes, days=args.days, seed=args.seed, policy=args.policy,
                           sweeps=not args.no_sweeps, forecast_model=args.forecast_model,
-                          cache_dir=None if args.no_cache else os.path.join(args.out, "forecast-cache"))
+                          cache_dir=cache_dir(args))
     check_settings(s)
-    if not os.path.isdir(args.traces):
-        raise InputError(f"--traces {args.traces}: no such directory (the real traces live in ../shared/data)")
     prepare_output_dir(args.out)  # before the simulation, not after
     study = run_tide_study(s, progress=progress)
     paths = write_tide_outputs(study, args.out)
