@@ -7,11 +7,15 @@ picture (per hour of the day, nodes needed and nodes online/lent, mean over the 
 from __future__ import annotations
 
 import html
+import json
+import os
 from typing import Any
 
 import numpy as np
 
-from studies.simulation.tide_study import TideStudy
+from predictor.atomic import write_text_atomic
+from predictor.types import finite_or_none
+from studies.simulation.tide_study import TideStudy, details_json
 from studies.simulation.traces import DAY_MIN
 from training.pages import PAGE_END, figure_png, image, page_start, pyplot
 
@@ -150,3 +154,16 @@ def render_tide_report(study: TideStudy, details: dict[str, Any]) -> str:
                  f"at once and serves online {ps['return_minutes']} minutes later.</p>")
     parts.append(PAGE_END)
     return "\n".join(parts)
+
+
+def write_tide_outputs(study: TideStudy, out_dir: str) -> dict[str, str]:
+    """results.json (the contract), details.json and report.html in out_dir, each written atomically (here, not in
+    tide_study, so that the study does not import its page)."""
+    os.makedirs(out_dir, exist_ok=True)
+    paths = {k: os.path.join(out_dir, f) for k, f in
+             (("results", "results.json"), ("details", "details.json"), ("report", "report.html"))}
+    details = details_json(study)
+    write_text_atomic(paths["results"], json.dumps(finite_or_none(study.results_json()), indent=2) + "\n")
+    write_text_atomic(paths["details"], json.dumps(finite_or_none(details), indent=2) + "\n")
+    write_text_atomic(paths["report"], render_tide_report(study, details))
+    return paths

@@ -8,15 +8,11 @@ with no more late minutes, has zero late minutes itself, and moves no more pods 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Callable, ContextManager
 
 from contracts.errors import InputError
-from predictor.atomic import write_text_atomic
-from predictor.types import finite_or_none
 from studies.simulation.cluster import ClusterSettings, build_cluster
 from studies.simulation.tide_engine import TideRun, simulate_tide
 from studies.simulation.tide_forecasts import PoolForecasts, forecast_pool
@@ -165,17 +161,3 @@ def details_json(study: TideStudy) -> dict:
         "verdict": study.verdict(),
         "tidewise_breakdown": study.breakdown,
     }
-
-
-def write_tide_outputs(study: TideStudy, out_dir: str) -> dict[str, str]:
-    """results.json (the contract), details.json and report.html in out_dir, each written atomically."""
-    from studies.simulation.tide_report import render_tide_report
-
-    os.makedirs(out_dir, exist_ok=True)
-    paths = {k: os.path.join(out_dir, f) for k, f in
-             (("results", "results.json"), ("details", "details.json"), ("report", "report.html"))}
-    details = details_json(study)
-    write_text_atomic(paths["results"], json.dumps(finite_or_none(study.results_json()), indent=2) + "\n")
-    write_text_atomic(paths["details"], json.dumps(finite_or_none(details), indent=2) + "\n")
-    write_text_atomic(paths["report"], render_tide_report(study, details))
-    return paths
