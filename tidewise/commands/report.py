@@ -20,7 +20,7 @@ See docs/cost-report.md.
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="write the HTML forecast report of a registry",
+    p = sub.add_parser("report", help="write the HTML forecast report of a registry, or (--cost) what Tidewise saved, priced",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--registry", default="models", metavar="DIR", help="registry folder (default models/)")
     p.add_argument("--out", default="report.html", metavar="PATH", help="HTML file to write (default report.html)")

@@ -21,10 +21,11 @@ DIR/details.json, DIR/report.html.
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("simulate", help="simulate colocation policies on real traces",
-                       description="Simulations. Run `tidewise simulate colocation --help`.")
+    p = sub.add_parser("simulate", help="simulate colocation, tidal node pools or rebalancing on real traces",
+                       description="Simulations on real traces: colocation, tide, rebalance. Run `tidewise "
+                                   "simulate SIMULATION --help`.")
     inner = p.add_subparsers(dest="simulation", metavar="SIMULATION", required=True)
-    c = inner.add_parser("colocation", help="batch colocation on a simulated cluster (issue 6)",
+    c = inner.add_parser("colocation", help="batch colocation on a simulated cluster",
                          description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_study_args(c, nodes=40, nodes_help="nodes of 32 cores", days=7,
                    seed_help="seed of the cluster, the system noise and the batch queue",

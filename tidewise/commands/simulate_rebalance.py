@@ -24,7 +24,7 @@ node-minutes above 80% of allocatable, above 100%, and pods moved. Writes DIR/re
 
 
 def register_rebalance(inner: argparse._SubParsersAction) -> None:
-    c = inner.add_parser("rebalance", help="moving pods off hot nodes, reactive vs forecast (issue 16)",
+    c = inner.add_parser("rebalance", help="moving pods off hot nodes, reactive vs forecast",
                          description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_study_args(c, nodes=20, nodes_help="nodes of 32 cores", days=3, seed_help="seed of the cluster",
                    policies=["none", "reactive", "tidewise"], out="rebalance-out", model_help="chosen per series",

@@ -23,7 +23,7 @@ DIR/report.html.
 
 
 def register_tide(inner: argparse._SubParsersAction) -> None:
-    c = inner.add_parser("tide", help="whole nodes lent to batch and handed back (issue 17)",
+    c = inner.add_parser("tide", help="whole nodes lent to batch and handed back",
                          description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_study_args(c, nodes=40, nodes_help="nodes in the pool", days=7, seed_help="seed of the cluster and the batch queue",
                    policies=["watermark", "schedule", "tidewise"], out="tide-out", model_help="chosen per forecast",
