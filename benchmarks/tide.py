@@ -111,7 +111,8 @@ def render(rows: list[dict], held: list[dict], nodes: int, days: int) -> str:
         f"requests measured now plus their {d.get('rise_quantile')} quantile rise within a hand-back's time; "
         f"packed with the pool's 10% packing headroom; a one-node forecast shortfall waited out while the floor "
         "is clear (`return_slack` 1). Until each lead hour has 6 h of errors (the first ~10 h) it runs serve's "
-        "fixed stack, `tidewise-serve`: the forecast's 0.9 quantile x 1.25 headroom, what serve still runs.\n",
+        "fixed stack, `tidewise-serve`: the forecast's 0.9 quantile x 1.25 headroom, what serve runs with "
+        "`margin: fixed` and until its ledger is warm (serve's default is the calibrated margin, the same code).\n",
         "Per seed: tidewise's default against the watermark setting that lends most with no more late minutes "
         "(node-hours lent / late minutes / pods moved a day), the targets (lend >= 1.2x; zero late minutes; pods "
         "moved per 100 node-hours lent no more than the watermark's, i.e. per day at equal lending), the oracle "

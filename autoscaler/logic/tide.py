@@ -43,12 +43,24 @@ class TideSettings:
     # lending another node at the next wiggle is a drain and a refill for nothing (the simulator: pods
     # moved per node-hour lent -45% on seeds 0-2 for -3% lent, zero late minutes either way)
     hold_after_return: str = "1h"
+    # "calibrated": the median forecast + the `error_quantile` of its own past errors at that hour of lead
+    # (last `error_days`), floored by the requests measured now + their usual rise, packed with
+    # `pack_headroom`; "fixed": the forecast's `quantile` x (1 + `headroom`). Calibrated falls back to
+    # fixed until each lead hour has `error_min` of errors (a restarted serve keeps none: in memory)
+    margin: str = "calibrated"
+    error_quantile: float = 0.99  # the simulator: 0.97 was late on seeds 0-2, 0.99 not
+    error_days: float = 3.0  # errors kept per lead hour: three days follow a change of regime
+    error_min: str = "6h"
+    pack_headroom: float = 0.1  # the calibrated need's packing slack (fragmentation only: the margin covers error)
+    # a forecast short by at most this many nodes is waited out while the requests measured now are
+    # clear of the online side (calibrated only: a one-node wiggle is noise, not a ramp)
+    return_slack: int = 1
     evictions_per_minute: int = 5  # the shared Evictor's limit for tide drains
     moved_annotation: str = "tidewise.io/tide-moved-at"  # on each node: when Tidewise last moved it (dwell)
 
     def check(self) -> None:
         """ValueError (InputError for a duration) naming the first setting that cannot work."""
-        for name in ("lead", "min_dwell", "hold_after_return"):
+        for name in ("lead", "min_dwell", "hold_after_return", "error_min"):
             parse_duration(getattr(self, name), what=f"serve.tide.{name}")
         if not 0 < self.quantile < 1:
             raise ValueError(f"quantile {self.quantile} must be between 0 and 1")
@@ -56,6 +68,16 @@ class TideSettings:
             raise ValueError(f"headroom {self.headroom} must be >= 0")
         if self.max_moves < 1 or self.evictions_per_minute < 1:
             raise ValueError("max_moves and evictions_per_minute must be at least 1")
+        for name in ("error_quantile", "error_days", "pack_headroom", "return_slack"):
+            value = getattr(self, name)  # a YAML string here would fail below with a traceback
+            if isinstance(value, bool) or not isinstance(value, int if name == "return_slack" else (int, float)):
+                raise ValueError(f"{name} {value!r} must be a {'whole ' if name == 'return_slack' else ''}number")
+        if self.margin not in ("calibrated", "fixed"):
+            raise ValueError(f"margin {self.margin!r} must be 'calibrated' or 'fixed'")
+        if not 0 < self.error_quantile < 1:
+            raise ValueError(f"error_quantile {self.error_quantile} must be between 0 and 1")
+        if not self.error_days > 0 or self.pack_headroom < 0 or self.return_slack < 0:
+            raise ValueError("error_days must be > 0, pack_headroom and return_slack >= 0")
 
 
 def nodes_needed(demand_per_step: np.ndarray, node_capacity: np.ndarray | Sequence[float] | float,

@@ -2,7 +2,8 @@
 to batch while the forecast leaves them idle and hand them back a lead time before it needs them.
 
 Per pool: split the nodes (reserved online / reserved offline / tide), forecast the online demand
-(`tide_demand.py`), turn it into nodes per step and plan the moves (`logic/tide.py`), then write:
+(`tide_demand.py`), turn it into nodes per step with the calibrated or fixed margin (`tide_margin.py`:
+each move's reason names it) and plan the moves (`logic/tide.py`), then write:
 the Node's labels and taints first (so that evicted pods are not scheduled back), then the
 evictions through the one `Evictor` (PodDisruptionBudgets honoured by the API server) — batch pods
 off nodes handed back first, online pods off lent nodes after — and the pool's status. A drain
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from autoscaler.logic.tide import LEND, NodeMove, TideNode, nodes_needed, plan_pool, split_pool
+from autoscaler.logic.tide import LEND, NodeMove, TideNode, plan_pool, split_pool
 from autoscaler.model.cluster import Obj, meta
 from autoscaler.model.tide_pool import TidePool, node_patch
 from autoscaler.model.views import NodeView, PodView
@@ -28,6 +29,7 @@ from autoscaler.output.eviction import Evictor, Move, movable
 from autoscaler.output.sinks import DRY_RUN, FAILED, WRITTEN, WriteResult
 from autoscaler.routines.context import KILLED, RunContext, RunReport, iso, parse_duration
 from autoscaler.routines.tide_demand import NoForecast, pool_online_demand
+from autoscaler.routines.tide_margin import TideMargins
 from autoscaler.settings import ServeSettings
 from contracts.kube_errors import KubeError
 from contracts.qos import QOS_ANNOTATION, QosLevel
@@ -53,6 +55,7 @@ class TideStep:
         # writes need both --apply and a sink that talks to the API (ApiSink carries the Kube wrapper)
         self.kube = getattr(sink, "kube", None) if settings.loop.apply else None
         self.sink = sink
+        self.margins = TideMargins()  # each pool's forecast errors, in memory (the calibrated margin)
         # serve's one Evictor when it made one (shared with rebalancing: one rate limit for all moves)
         self.evictor = evictor if evictor is not None else \
             Evictor(self.kube, dry_run=self.kube is None, per_minute=settings.tide.evictions_per_minute)
@@ -97,19 +100,25 @@ class TideStep:
         lead_steps, dwell_steps = int(np.ceil(lead / step)), int(np.ceil(dwell / step))
         pods_on = ctx.state.pods_on()
         online_pods = [p for n in nodes for p in pods_on.get(n, []) if not _batch(p)]
-        demand, notes = pool_online_demand(online_pods, ctx.state, ctx.index, ctx.forecasts, rep.vpa, self.settings,
-                                           lead_steps + dwell_steps + 1)
+        args = (online_pods, ctx.state, ctx.index, ctx.forecasts, rep.vpa, self.settings, lead_steps + dwell_steps + 1)
+        demand, measured, notes = pool_online_demand(*args, t.quantile)
+        median = pool_online_demand(*args, 0.5)[0] if t.margin == "calibrated" else None
         serving = split.online + split.tide
         if not serving:
             raise ValueError("no reserved-online or tide node in the pool")
         capacity = np.min([NodeView(nodes[n]).allocatable() for n in serving], axis=0)
-        needed = nodes_needed(demand, capacity, t.headroom)
         now = ctx.now.timestamp()
+        need = self.margins.need(pool.name, now, step.total_seconds(), demand, median, measured, capacity, t)
+        needed = need.needed
         tide_nodes = [self._tide_node(nodes[n], pool, pods_on.get(n, [])) for n in split.tide]
         plan = plan_pool(tide_nodes, needed - len(split.online), lead_steps=lead_steps, dwell_steps=dwell_steps,
                          max_moves=t.max_moves, now=now, min_dwell_seconds=dwell.total_seconds(),
+                         return_slack=need.return_slack,
+                         needed_now=None if need.needed_now is None else need.needed_now - len(split.online),
                          hold_after_return=parse_duration(t.hold_after_return).total_seconds())
-        entry: dict[str, Any] = {"pool": pool.name, "summary": plan.summary, "needed_nodes": needed.tolist(),
+        plan.moves = [NodeMove(m.node, m.action, f"{m.reason}; {need.margin}") for m in plan.moves]
+        entry: dict[str, Any] = {"pool": pool.name, "summary": plan.summary, "margin": need.margin,
+                                 "needed_nodes": needed.tolist(),
                                  "reserved_online": split.online, "reserved_offline": split.offline,
                                  "tide": split.tide, "moves": [m.__dict__ for m in plan.moves], "held": plan.held,
                                  "demand": notes[:20], "patches": [], "evictions": [],

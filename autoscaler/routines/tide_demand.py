@@ -2,7 +2,8 @@
 forecast replicas x per-pod requests, per workload with pods on the pool.
 
 Replicas: a workload under an HPA gets the replicas the predictive HPA's own rule asks for from
-this run's forecasts (quantile `tide.quantile`, per-replica target x (1 + floor tolerance), bounded
+this run's forecasts (the quantile asked for: `tide.quantile`, or the median for the calibrated
+margin; per-replica target x (1 + floor tolerance), bounded
 by the user's minReplicas and maxReplicas), scaled by the share of its pods on the pool; one without
 an HPA keeps the pods it has. A workload's pods still pending on no node count as on the pool
 (they are demand a drain may have created). Requests: the VPA decision's targets when Tidewise
@@ -51,8 +52,9 @@ def vpa_requests(decisions: Sequence[VpaDecision]) -> dict[WorkloadKey, tuple[in
 
 
 def hpa_replicas(hpa: Obj, wl: Obj, series: WorkloadSeries | None, forecasts: dict[str, Forecast],
-                 settings: ServeSettings, steps: int) -> np.ndarray:
-    """Replicas per step the predictive HPA's rule asks for, between the user's min and max."""
+                 settings: ServeSettings, steps: int, quantile: float) -> np.ndarray:
+    """Replicas per step the predictive HPA's rule asks for at forecast `quantile`, between the user's
+    min and max."""
     s = settings.hpa
     kind, name, spec_min, max_replicas = parse_hpa(hpa)
     tgt = hpa_target(hpa, pod_template_requests(wl), s.default_utilization)
@@ -61,7 +63,7 @@ def hpa_replicas(hpa: Obj, wl: Obj, series: WorkloadSeries | None, forecasts: di
     if not sids or missing:
         raise NoForecast(f"{kind}/{name}: no {tgt.resource} forecast covering {steps} steps "
                          f"({', '.join(missing) or 'no series'})")
-    q = sum(interpolate_quantile(forecasts[x].values, forecasts[x].quantiles, settings.tide.quantile)[:steps]
+    q = sum(interpolate_quantile(forecasts[x].values, forecasts[x].quantiles, quantile)[:steps]
             for x in sids)
     scale = 1000.0 if tgt.resource == "cpu" else 1.0  # series carry cores; targets are millicpu
     reps = replicas_needed(np.asarray(q) * scale, tgt.per_replica_units * (1 + s.floor_tolerance))
@@ -72,8 +74,9 @@ def hpa_replicas(hpa: Obj, wl: Obj, series: WorkloadSeries | None, forecasts: di
 
 def pool_online_demand(pods: Sequence[Obj], state: ClusterState, index: dict[WorkloadKey, WorkloadSeries],
                        forecasts: dict[str, Forecast], vpa: Sequence[VpaDecision], settings: ServeSettings,
-                       steps: int) -> tuple[np.ndarray, list[str]]:
-    """((steps, 2) millicpu and bytes the online `pods` of a pool will request, notes)."""
+                       steps: int, quantile: float) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """((steps, 2) millicpu and bytes the online `pods` of a pool will request at forecast `quantile`,
+    (2,) what they and the pending ones request now, notes)."""
     by_wl: dict[WorkloadKey, list[PodView]] = {}
     demand = np.zeros((steps, 2))
     now = np.zeros(2)
@@ -100,11 +103,12 @@ def pool_online_demand(pods: Sequence[Obj], state: ClusterState, index: dict[Wor
             per_pod = np.array([cpu or per_pod[0], mem or per_pod[1]], dtype=float)
         if wl in hpas:
             share = len(views) / max(1, state.replicas(*wl))
-            reps = hpa_replicas(hpas[wl], state.workload(*wl) or {}, index.get(wl), forecasts, settings, steps) * share
+            reps = hpa_replicas(hpas[wl], state.workload(*wl) or {}, index.get(wl), forecasts, settings, steps,
+                                quantile) * share
             notes.append(f"{'/'.join(wl)}: {len(views)} pod(s) here, forecast {reps.min():.1f}-{reps.max():.1f} "
                          f"x {per_pod[0]:.0f}m")
         else:
             reps = np.full(steps, float(len(views)))
         demand += reps[:, None] * per_pod[None, :]
     demand[0] = np.maximum(demand[0], now)  # the pods there now must fit now
-    return demand, notes
+    return demand, now, notes
