@@ -13,6 +13,7 @@ margin of the floor. Times are in the caller's unit (the simulator: minutes, ser
 """
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Sequence
 
@@ -34,7 +35,7 @@ class ErrorLedger:
         self.rises: deque[tuple[float, float]] = deque()
 
     def forecast(self, origin: float, step: float, values: np.ndarray) -> None:
-        """A forecast made at `origin`: values[k] is what it says for origin + k x step."""
+        """A forecast made at `origin`: values[k] is what it says for [origin + k x step, + step)."""
         self.pending.append((origin, step, np.asarray(values, dtype=float)))
 
     def observe(self, time: float, actual: float) -> None:
@@ -47,7 +48,7 @@ class ErrorLedger:
         self.seen.append((time, actual))
         kept = []
         for origin, step, values in self.pending:
-            k = int(round((time - origin) / step))
+            k = math.floor((time - origin) / step + 1e-9)  # the step whose interval holds `time`
             if k >= len(values):
                 continue  # its horizon has passed: nothing more to score
             kept.append((origin, step, values))

@@ -108,7 +108,8 @@ class TideStep:
             raise ValueError("no reserved-online or tide node in the pool")
         capacity = np.min([NodeView(nodes[n]).allocatable() for n in serving], axis=0)
         now = ctx.now.timestamp()
-        need = self.margins.need(pool.name, now, step.total_seconds(), demand, median, measured, capacity, t)
+        need = self.margins.need(pool.name, now, ctx.origin.timestamp(), step.total_seconds(), demand, median,
+                                 measured, capacity, t)
         needed = need.needed
         tide_nodes = [self._tide_node(nodes[n], pool, pods_on.get(n, [])) for n in split.tide]
         plan = plan_pool(tide_nodes, needed - len(split.online), lead_steps=lead_steps, dwell_steps=dwell_steps,

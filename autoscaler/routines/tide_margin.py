@@ -5,7 +5,8 @@ Calibrated (`tide.margin: calibrated`, the default): per pool and resource one
 `autoscaler.logic.tide_calibration.ErrorLedger`, in memory. Each run first scores the forecasts of
 earlier runs against the requests measured now (the online pods on the pool, pending ones
 included), then reads the margins, then records this run's median forecast (scored by later runs
-only). The need per step is the median forecast + the `error_quantile` of its errors at that hour
+only); this happens once per forecast origin (a step, 5 min), the runs in between (every minute)
+read the same margins, which bounds the ledger to a step's errors per step. The need per step is the median forecast + the `error_quantile` of its errors at that hour
 of lead (last `error_days`), floored by the requests now + their 0.999-quantile rise within a
 hand-back, packed with `pack_headroom`; hand-backs wait out a `return_slack` shortfall while the
 floor is clear of the online side. Until every lead hour holds `error_min` of errors (a restarted
@@ -44,26 +45,31 @@ class TideMargins:
 
     def __init__(self) -> None:
         self.ledgers: dict[str, list[ErrorLedger]] = {}
+        self.origins: dict[str, float] = {}  # the forecast origin each pool's ledgers last recorded
+        self.read: dict[str, tuple[list[np.ndarray], np.ndarray, list[int]]] = {}  # margins, rises, min counts
 
-    def need(self, pool: str, now: float, step: float, fixed: np.ndarray, median: np.ndarray | None,
+    def need(self, pool: str, now: float, origin: float, step: float, fixed: np.ndarray, median: np.ndarray | None,
              measured: np.ndarray, capacity: np.ndarray, t: TideSettings) -> PoolNeed:
-        """`fixed`/`median`: (steps, 2) millicpu and bytes at the forecast's quantile / median (None:
-        fixed margin); `measured`: (2,) requested now; `now`, `step`: seconds."""
+        """`fixed`/`median`: (steps, 2) millicpu and bytes at the forecast's quantile / median from
+        `origin` (None: fixed margin); `measured`: (2,) requested now; `now`, `origin`, `step`: seconds."""
         stack = f"fixed margin: forecast q{t.quantile:g} x {1 + t.headroom:g}"
         if median is None:
             return PoolNeed(nodes_needed(fixed, capacity, t.headroom), None, 0, stack)
         ledgers = self.ledgers.setdefault(pool, [
             ErrorLedger(HOUR, max(1, math.ceil(len(median) * step / HOUR)), t.error_days * 86400.0, step + HAND_BACK)
             for _ in range(2)])
-        for r, ledger in enumerate(ledgers):
-            ledger.observe(now, float(measured[r]))
         leads = step * np.arange(len(median))
-        runs = max(1, int(parse_duration(t.error_min).total_seconds() // step))
-        mins = [runs * int(np.sum((leads[1:] // HOUR).astype(int) == b)) for b in range(len(ledgers[0].errors))]
-        margins = [ledger.margins(t.error_quantile, mins) for ledger in ledgers]
-        rises = np.array([ledger.rise(RISE_QUANTILE, runs) for ledger in ledgers])
-        for r, ledger in enumerate(ledgers):  # after the read: this run's forecast is scored by later runs only
-            ledger.forecast(now, step, median[:, r])
+        if self.origins.get(pool) != origin:  # a new forecast origin: score, read, record
+            for r, ledger in enumerate(ledgers):
+                ledger.observe(now, float(measured[r]))
+            runs = max(1, int(parse_duration(t.error_min).total_seconds() // step))
+            mins = [runs * int(np.sum((leads // HOUR).astype(int) == b)) for b in range(len(ledgers[0].errors))]
+            self.read[pool] = ([ledger.margins(t.error_quantile, mins) for ledger in ledgers],
+                               np.array([ledger.rise(RISE_QUANTILE, runs) for ledger in ledgers]), mins)
+            for r, ledger in enumerate(ledgers):  # after the read: this forecast is scored by later runs only
+                ledger.forecast(origin, step, median[:, r])
+            self.origins[pool] = origin
+        margins, rises, mins = self.read[pool]
         if any(np.isnan(m).any() for m in margins) or np.isnan(rises).any():
             have = ledgers[0].counts()
             return PoolNeed(nodes_needed(fixed, capacity, t.headroom), None, 0,

@@ -85,6 +85,8 @@ def test_a_runs_forecast_is_scored_only_by_later_runs(api_factory):
         counts.append(loop.tide.margins.ledgers["pool-a"][0].counts())
     # run 0's forecast is not scored against run 0's own measurement; run 2 scores runs 0 and 1
     assert counts == [[0], [1], [3]]
+    loop.run_once()  # another run on the same forecast origin (serve runs every minute on 5-minute steps)
+    assert loop.tide.margins.ledgers["pool-a"][0].counts() == [3]  # reads the step's margins, scores nothing
 
 
 def test_the_ledger_scores_a_forecast_only_with_times_observed_after_it_was_made():
