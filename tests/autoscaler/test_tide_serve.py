@@ -10,10 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from kubernetes import client
 
 from autoscaler.input.cluster import ApiCluster
-from autoscaler.kube import Kube
 from autoscaler.output.sinks import ApiSink, DryRunSink
 from autoscaler.routines.loop import FROZEN, ServingLoop
 from predictor.history import history_from_frame, write_long
@@ -104,20 +102,8 @@ def morning_objects():
 
 
 @pytest.fixture
-def api():
-    made = []
-
-    def start(objects):
-        fake = FakeApiServer(objects).start()
-        cfg = client.Configuration()
-        cfg.host = fake.url
-        kube = Kube(client.ApiClient(cfg), sleep=lambda s: None, max_retries=0)
-        made.append((fake, kube))
-        return fake, kube
-    yield start
-    for fake, kube in made:
-        kube.api_client.close()
-        fake.stop()
+def api(api_factory):
+    return api_factory
 
 
 def run(kube, now, hist, apply=True, max_moves=3):
