@@ -40,8 +40,9 @@ def parse_objects(docs: list[Any], source: str) -> list[dict[str, Any]]:
     return objects
 
 
-def load_cluster_state(path: str) -> ClusterState:
-    if not os.path.exists(path):
+def read_objects(path: str) -> list[dict[str, Any]]:
+    """The objects of a `--cluster-state` file (a List, multi-document YAML, or a YAML/JSON list)."""
+    if not os.path.isfile(path):
         raise InputError(f"--cluster-state {path}: no such file")
     try:
         with open(path, encoding="utf-8") as fh:
@@ -52,8 +53,12 @@ def load_cluster_state(path: str) -> ClusterState:
         else:
             docs = list(yaml.load_all(text, Loader=SafeLoader))
     except (yaml.YAMLError, ValueError) as exc:
-        raise InputError(f"--cluster-state {path} is not valid YAML or JSON: {exc}") from exc
-    state = ClusterState.from_objects(parse_objects(docs, path))
+        raise InputError(f"--cluster-state {path} is not valid YAML or JSON: {str(exc).splitlines()[0]}") from None
+    return parse_objects(docs, path)
+
+
+def load_cluster_state(path: str) -> ClusterState:
+    state = ClusterState.from_objects(read_objects(path))
     for why in state.skipped:
         log.warning("cluster state %s: %s", path, why)
     return state

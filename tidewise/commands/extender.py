@@ -3,7 +3,6 @@ NUMA topology and the nodes' forecasts."""
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import sys
@@ -84,23 +83,10 @@ def _number(flag: str, text: str, low: float) -> float:
 
 def _state_source(path: str) -> Any:
     """Nodes and CNRs read once from a file (a StaticSource)."""
-    import os
-
-    import yaml
-
     from autoscaler.extender.nodes import StaticSource
-    from autoscaler.input.cluster import SafeLoader, parse_objects
-    from contracts.errors import InputError
+    from autoscaler.input.cluster import read_objects
 
-    if not os.path.isfile(path):
-        raise InputError(f"--cluster-state {path}: no such file")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-        docs = [json.loads(text)] if text.lstrip()[:1] in ("{", "[") else list(yaml.load_all(text, Loader=SafeLoader))
-        objects = parse_objects(docs, path)
-    except (yaml.YAMLError, ValueError) as exc:
-        raise InputError(f"--cluster-state {path} is not valid YAML or JSON: {str(exc).splitlines()[0]}") from None
+    objects = read_objects(path)
     kinds = {k: [o for o in objects if isinstance(o, dict) and o.get("kind") == k] for k in ("Node", "CustomNodeResource")}
     return StaticSource(kinds["Node"], kinds["CustomNodeResource"])
 
