@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tidewise.commands.study_args import add_study_args, cache_dir, check_study_args
+from tidewise.commands.study_args import add_study_args, cache_dir, check_study_args, check_traces
 
 HELP = """\
 Simulate colocation on a cluster whose online services replay real traces.
@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from tidewise.progress import progress
 
     check_study_args(args)
+    check_traces(args)
     prepare_output_dir(args.out)  # before hours of simulation, not after
     s = StudySettings(traces=args.traces, nodes=args.nodes, days=args.days, seed=args.seed, policy=args.policy,
                       sweeps=not args.no_sweeps, bursts=args.bursts, forecast_model=args.forecast_model,

@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from tidewise.commands.study_args import add_study_args, cache_dir, check_study_args
+from tidewise.commands.study_args import add_study_args, cache_dir, check_study_args, check_traces
 
 HELP = """\
 Simulate rebalancing of hot nodes on a cluster whose online services replay real traces.
@@ -56,6 +56,7 @@ def run_rebalance(args: argparse.Namespace) -> int:
                                forecast_model=args.forecast_model,
                                cache_dir=cache_dir(args))
     check(s)
+    check_traces(args)
     prepare_output_dir(args.out)  # before the simulation, not after
     print(f"simulating {args.nodes} nodes x {args.days} days (forecasting the traces first) ...", file=sys.stderr)
     result = run_rebalance_study(s, policy=args.policy, sweeps=not args.no_sweeps)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tidewise.commands.study_args import add_study_args, cache_dir, check_study_args
+from tidewise.commands.study_args import add_study_args, cache_dir, check_study_args, check_traces
 
 HELP = """\
 Simulate a tidal node pool on a cluster whose online services replay real traces.
@@ -41,6 +41,7 @@ def run_tide(args: argparse.Namespace) -> int:
                           sweeps=not args.no_sweeps, forecast_model=args.forecast_model,
                           cache_dir=cache_dir(args))
     check_settings(s)
+    check_traces(args)
     prepare_output_dir(args.out)  # before the simulation, not after
     study = run_tide_study(s, progress=progress)
     paths = write_tide_outputs(study, args.out)

@@ -25,7 +25,7 @@ def add_study_args(c: argparse.ArgumentParser, *, nodes: int, nodes_help: str, d
 
 
 def check_study_args(args: argparse.Namespace) -> None:
-    """The checks before any work: a known forecasting model, at least one node and day, a traces folder."""
+    """The flag checks before any work: a known forecasting model, at least one node and day."""
     from contracts.errors import InputError
     from predictor.models import MODELS
 
@@ -33,6 +33,12 @@ def check_study_args(args: argparse.Namespace) -> None:
         raise InputError(f"--forecast-model {args.forecast_model!r}: use auto or one of {sorted(MODELS)}")
     if args.nodes < 1 or args.days < 1:
         raise InputError(f"--nodes {args.nodes} and --days {args.days}: each must be at least 1")
+
+
+def check_traces(args: argparse.Namespace) -> None:
+    """After every flag is checked (a bad flag is named even where the traces are missing): the traces folder."""
+    from contracts.errors import InputError
+
     if not os.path.isdir(args.traces):
         raise InputError(f"--traces {args.traces}: no such directory (the real traces live in ../shared/data)")
 
