@@ -17,28 +17,41 @@ from tests.conftest import ROOT, run_cli
 from tests.tidewise.test_bad_inputs import one_line_error
 
 
-def state_at(now: dt.datetime, path) -> str:
-    """The fixture's cluster state with every time shifted so that its 12:20 is `now` (the command
-    reads the real clock)."""
-    shift = now - NOW
-
+def shifted(items: list, shift: dt.timedelta) -> list:
+    """`items` (Nodes and others) with the times of their reclaim plans and node forecasts moved by `shift`."""
     def moved(text: str) -> str:
         return (utc(text) + shift).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    state = json.loads(fixture("cluster-state.json"))
-    for o in state["items"]:
+    for o in items:
         ann = o["metadata"].get("annotations") or {}
         for key, fields in ((PLAN_ANNOTATION, ("generated_at", "valid_until")),
                             (FORECAST_ANNOTATION, ("generated", "valid_until", "start"))):
             if key in ann:
                 doc = json.loads(ann[key])
                 ann[key] = json.dumps(dict(doc, **{f: moved(doc[f]) for f in fields}))
+    return items
+
+
+def state_at(now: dt.datetime, path) -> str:
+    """The fixture's cluster state with every time shifted so that its 12:20 is `now` (the command
+    reads the real clock)."""
+    state = json.loads(fixture("cluster-state.json"))
+    shifted(state["items"], now - NOW)
     path.write_text(json.dumps(state))
     return str(path)
 
 
+def payload_at(now: dt.datetime, name: str) -> bytes:
+    """A recorded extender payload whose Nodes' plans and forecasts are shifted as `state_at` shifts the state."""
+    args = json.loads(fixture(name))
+    if args.get("Nodes"):
+        shifted(args["Nodes"]["items"], now - NOW)
+    return json.dumps(args).encode()
+
+
 def test_the_command_serves_from_a_cluster_state_file_and_stops_on_sigterm(tmp_path):
-    state = state_at(dt.datetime.now(dt.timezone.utc), tmp_path / "state.json")
+    now = dt.datetime.now(dt.timezone.utc)
+    state = state_at(now, tmp_path / "state.json")
     proc = subprocess.Popen([sys.executable, "-m", "tidewise", "extender", "--listen", "127.0.0.1:0",
                              "--cluster-state", state], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -49,7 +62,7 @@ def test_the_command_serves_from_a_cluster_state_file_and_stops_on_sigterm(tmp_p
         code, r = post(url, "filter", fixture("filter-reclaimed-names.json"))
         assert code == 200 and r["NodeNames"] == ["node-a", "node-e"]
         assert set(r["FailedAndUnresolvableNodes"]) == {"node-c", "node-d"}
-        code, r = post(url, "prioritize", fixture("prioritize-online-nodes.json"))
+        code, r = post(url, "prioritize", payload_at(now, "prioritize-online-nodes.json"))
         scores = {h["Host"]: h["Score"] for h in r}
         assert code == 200 and scores["node-a"] == 0 and scores["node-c"] == 5 and scores["node-e"] > 5
     finally:
