@@ -32,6 +32,11 @@ class Metrics:
                                         ["namespace", "hpa", "kind", "workload"], registry=r)
         self.min_replicas = Gauge("tidewise_min_replicas", "minReplicas Tidewise sets on the HPA",
                                   ["namespace", "hpa"], registry=r)
+        self.ihpa_predicted = Gauge("tidewise_ihpa_predicted_replicas",
+                                    "Replicas the forecast needs for a Katalyst IHPA's target (before bounds)",
+                                    ["namespace", "ihpa"], registry=r)
+        self.ihpa_desired = Gauge("tidewise_ihpa_desired_replicas", "status.desiredReplicas Tidewise writes on the IHPA",
+                                  ["namespace", "ihpa"], registry=r)
         self.forecast = Gauge("tidewise_forecast",
                               "Forecast of a workload series at now + the HPA lead (cores for cpu, bytes for memory)",
                               ["namespace", "kind", "workload", "container", "resource", "quantile"], registry=r)
@@ -65,8 +70,11 @@ class Metrics:
             return
         self.last_success.set(self.last_run_wall)
         for g in (self.predicted_replicas, self.min_replicas, self.forecast, self.vpa_target,
-                  self.reclaimed_millicpu, self.reclaimed_memory):
+                  self.reclaimed_millicpu, self.reclaimed_memory, self.ihpa_predicted, self.ihpa_desired):
             g.clear()
+        for i in getattr(rep, "ihpa", []):
+            self.ihpa_predicted.labels(i.namespace, i.name).set(i.hpa.predicted)
+            self.ihpa_desired.labels(i.namespace, i.name).set(i.hpa.min_replicas)
         for d in rep.hpa:
             kind, target = hpa_series.get(f"{d.namespace}/{d.name}", ("", ""))[:2]
             self.predicted_replicas.labels(d.namespace, d.name, kind, target).set(d.predicted)

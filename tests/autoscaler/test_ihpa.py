@@ -158,3 +158,18 @@ def test_ihpas_off_are_not_decided(api, objects, history):
     s.ihpa.enabled = False
     rep = loop_for(kube, history, s=s).run_once()
     assert not rep.ihpa and not ihpa_writes(fake)
+
+
+def test_ihpa_decisions_are_exported_to_metrics(api, objects, history):
+    from autoscaler.metrics import Metrics
+
+    hpa = hpa_named(objects)
+    fake, kube = api(objects + [ihpa_like(hpa)])
+    metrics = Metrics()
+    rep = ServingLoop(fast_settings(), source_of(history), ApiCluster(kube, (KIND,)), ApiSink(kube),
+                      metrics=metrics).run_once()
+    (d,) = rep.ihpa
+    text = metrics.exposition().decode()
+    ns = hpa["metadata"]["namespace"]
+    assert f'tidewise_ihpa_desired_replicas{{ihpa="frontend-ihpa",namespace="{ns}"}} {float(d.hpa.min_replicas)}' in text
+    assert f'tidewise_ihpa_predicted_replicas{{ihpa="frontend-ihpa",namespace="{ns}"}} {float(d.hpa.predicted)}' in text
