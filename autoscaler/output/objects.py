@@ -202,11 +202,17 @@ def node_change(node: Obj, plan: ReclaimPlan, settings: ReclaimSettings,
 def forecast_current(node: Obj, forecast: NodeForecast, refresh: str) -> bool:
     """True when the node's forecast annotation is this schema's and less than `refresh` older than
     `forecast` (30 min: a node write per node every 30 min, not every run, for numbers that move slowly)."""
+    return forecast_fresh(node, forecast.node, forecast.generated, refresh)
+
+
+def forecast_fresh(node: Obj, name: str, at: dt.datetime, refresh: str) -> bool:
+    """True when `node` carries a forecast annotation of this schema for `name` less than `refresh`
+    older than `at`: then none needs making this run (the loop skips building it)."""
     text = ((node.get("metadata") or {}).get("annotations") or {}).get(FORECAST_ANNOTATION)
     try:
         old = json.loads(text) if text else {}
-        age = forecast.generated - dt.datetime.fromisoformat(str(old["generated"]).replace("Z", "+00:00"))
-        fresh = old["schema"] == FORECAST_SCHEMA and old["node"] == forecast.node
+        age = at - dt.datetime.fromisoformat(str(old["generated"]).replace("Z", "+00:00"))
+        fresh = old["schema"] == FORECAST_SCHEMA and old["node"] == name
     except (ValueError, TypeError, KeyError, AttributeError):
         return False
     return fresh and dt.timedelta(0) <= age < parse_duration(refresh)

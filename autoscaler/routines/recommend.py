@@ -17,6 +17,7 @@ from autoscaler.logic.decide_vpa import VpaInputs, decide_vpa, steps_in
 from autoscaler.logic.guardrails import limit_vpa_decision
 from autoscaler.logic.hpa import Stabilizer, parse_hpa
 from autoscaler.logic.node_forecast import node_forecast
+from autoscaler.output.objects import forecast_fresh
 from autoscaler.model.cluster import meta
 from autoscaler.model.decisions import HpaDecision, VpaDecision
 from autoscaler.model.ihpa import KIND as IHPA_KIND, previewing
@@ -146,7 +147,8 @@ class Recommender:
                 pods = [PodView(p) for p in pods_on.get(name, [])]
                 rep.reclaim.append(decide_node(NodeInputs(view, pods, demand_of, prev, now_iso,
                                                           int(parse_duration(s.window).total_seconds()), steps), s))
-                if horizon:
+                # built only when due: a node whose annotation is fresh keeps it (its plan, if rewritten, goes alone)
+                if horizon and not forecast_fresh(node, name, ctx.now.to_pydatetime(), s.forecast_refresh):
                     rep.node_forecasts[name] = node_forecast(
                         view, pods, lambda p: demand_of(p, horizon), s, ctx.origin.to_pydatetime(),
                         int(self.step.total_seconds()), horizon, ctx.now.to_pydatetime())

@@ -66,6 +66,20 @@ def test_the_forecast_is_rewritten_only_when_it_is_older_than_the_refresh(object
             assert set(change.patch["metadata"]["annotations"]) == {FORECAST_ANNOTATION}
 
 
+def test_a_node_whose_forecast_is_fresh_gets_none_built(objects, history):
+    """Building a node forecast costs ~1 ms a node each run: it is skipped while the node's annotation is
+    younger than the refresh, and a plan rewritten meanwhile goes out alone."""
+    first = run(objects, history)
+    shown = {c.name: c.obj for c in first.changes if c.kind == "Node"}
+    fresh = [shown.get(o["metadata"]["name"], o) if o["kind"] == "Node" else o for o in objects]
+    node0 = next(o for o in fresh if o["kind"] == "Node" and o["metadata"]["name"] == "node-0")
+    node0["metadata"]["annotations"].pop(FORECAST_ANNOTATION)  # node-0's forecast is missing: due
+    rep = run(fresh, history)
+    assert set(rep.node_forecasts) == {"node-0"}
+    node1 = [c for c in rep.changes if c.kind == "Node" and c.name == "node-1"]
+    assert all(FORECAST_ANNOTATION not in (c.patch.get("metadata") or {}).get("annotations", {}) for c in node1)
+
+
 def test_no_horizon_writes_no_forecast(objects, history):
     s = fast_settings()
     s.reclaim.forecast_horizon = ""
