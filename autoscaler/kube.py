@@ -20,11 +20,10 @@ from contracts.kube_errors import KubeError, TooManyRequests, error_for_status
 # the tree is shared with the node agent; re-exported here for the callers that import it from this module
 from contracts.kube_errors import Conflict, Forbidden, NotFound  # noqa: F401
 
-from autoscaler.kube_cluster import IHPA, SPD, TIDE_POOL, ClusterObjects
+from autoscaler.kube_cluster import IHPA, MERGE_PATCH, SPD, TIDE_POOL, ClusterObjects
 
 log = logging.getLogger(__name__)
 
-MERGE_PATCH = "application/merge-patch+json"
 VPA = ("autoscaling.k8s.io", "v1", "verticalpodautoscalers")
 CNR = ("node.katalyst.kubewharf.io", "v1alpha1", "customnoderesources")
 RESOURCE_RECOMMEND = ("recommendation.katalyst.kubewharf.io", "v1alpha1", "resourcerecommends")
@@ -150,24 +149,10 @@ class Kube(ClusterObjects):
                 return items, str((page.get("metadata") or {}).get("resourceVersion") or "")
 
     # reads --------------------------------------------------------------------------------------
-    def list_vpas(self) -> list[dict[str, Any]]:
-        return self._list("list verticalpodautoscalers", self.custom.list_cluster_custom_object, *VPA)
-
-    def list_hpas(self) -> list[dict[str, Any]]:
-        return self._list("list horizontalpodautoscalers",
-                          self.autoscaling.list_horizontal_pod_autoscaler_for_all_namespaces)
-
-    def list_deployments(self) -> list[dict[str, Any]]:
-        return self._list("list deployments", self.apps.list_deployment_for_all_namespaces)
-
-    def list_statefulsets(self) -> list[dict[str, Any]]:
-        return self._list("list statefulsets", self.apps.list_stateful_set_for_all_namespaces)
-
-    def list_pods(self) -> list[dict[str, Any]]:
-        return self._list("list pods", self.core.list_pod_for_all_namespaces)
-
-    def list_nodes(self) -> list[dict[str, Any]]:
-        return self._list("list nodes", self.core.list_node)
+    def list_kind(self, kind: str) -> list[dict[str, Any]]:
+        """Every object of one kind the loop reads (`model.cluster.KINDS` and `OPTIONAL_KINDS`), all pages."""
+        what, fn, args = self._readers()[kind]
+        return self._list(f"list {what}", fn, *args)
 
     def watched(self, kind: str) -> tuple[ListFn, WatchFn]:
         """The list and watch callables of one kind that `contracts.informer.Informer` follows."""

@@ -14,18 +14,13 @@ MERGE_PATCH = "application/merge-patch+json"
 
 
 class ClusterObjects:
-    """Methods that need `self.call`, `self._list`, `self.core`, `self.custom` and `self.policy` of `Kube`."""
+    """Methods that need `self.call`, `self.core` and `self.custom` of `Kube` (lists go through `Kube.list_kind`)."""
 
     call: Callable[..., Any]
-    _list: Callable[..., list[dict[str, Any]]]
     core: Any
     custom: Any
-    policy: Any
 
     # disruption ---------------------------------------------------------------------------------
-    def list_pdbs(self) -> list[dict[str, Any]]:
-        return self._list("list poddisruptionbudgets", self.policy.list_pod_disruption_budget_for_all_namespaces)
-
     def evict_pod(self, namespace: str, name: str, *, dry_run: bool = False) -> dict[str, Any]:
         """POST the pod's `eviction` subresource: the API server refuses (429, `TooManyRequests`) when a
         PodDisruptionBudget would be broken, which is why evictions, not deletes, move pods.
@@ -39,9 +34,6 @@ class ClusterObjects:
                          body, retries=0, **kw)
 
     # Katalyst objects ---------------------------------------------------------------------------
-    def list_spds(self) -> list[dict[str, Any]]:
-        return self._list("list serviceprofiledescriptors", self.custom.list_cluster_custom_object, *SPD)
-
     def create_spd(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         g, v, p = SPD
         return self.call(f"create serviceprofiledescriptor {namespace}/{body['metadata']['name']}",
@@ -58,17 +50,11 @@ class ClusterObjects:
                          self.custom.patch_namespaced_custom_object_status, g, v, namespace, p, name, body,
                          _content_type=MERGE_PATCH)
 
-    def list_ihpas(self) -> list[dict[str, Any]]:
-        return self._list("list intelligenthorizontalpodautoscalers", self.custom.list_cluster_custom_object, *IHPA)
-
     def patch_ihpa_status(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         g, v, p = IHPA
         return self.call(f"patch intelligenthorizontalpodautoscaler {namespace}/{name}/status",
                          self.custom.patch_namespaced_custom_object_status, g, v, namespace, p, name, body,
                          _content_type=MERGE_PATCH)
-
-    def list_tide_pools(self) -> list[dict[str, Any]]:
-        return self._list("list tidenodepools", self.custom.list_cluster_custom_object, *TIDE_POOL)
 
     def patch_tide_pool_status(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         g, v, p = TIDE_POOL

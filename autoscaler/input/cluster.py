@@ -109,9 +109,8 @@ class ApiCluster:
     def read(self) -> ClusterState:
         objects: list[dict[str, Any]] = []
         for kind in KINDS + self.extra_kinds:
-            list_fn, _ = self.kube.watched(kind)
             try:
-                objects += list_fn()[0]
+                objects += self.kube.list_kind(kind)
             except NotFound:
                 if kind not in CRD_KINDS:
                     raise

@@ -41,10 +41,10 @@ def stored_objects(fake, kinds):
 
 def test_lists_come_back_as_api_dicts_with_kind(api, objects):
     fake, kube, _ = api
-    pods = kube.list_pods()
+    pods = kube.list_kind("Pod")
     assert len(pods) == sum(o["kind"] == "Pod" for o in objects)
     assert all(p["kind"] == "Pod" and p["apiVersion"] == "v1" for p in pods)
-    assert {v["metadata"]["name"] for v in kube.list_vpas()} == {o["metadata"]["name"] for o in objects
+    assert {v["metadata"]["name"] for v in kube.list_kind("VerticalPodAutoscaler")} == {o["metadata"]["name"] for o in objects
                                                                  if o["kind"] == "VerticalPodAutoscaler"}
 
 
@@ -137,16 +137,16 @@ def test_forbidden_is_reported_and_nothing_else_stops(api, history):
     assert not any(o.get("status") for o in stored_objects(fake, {"VerticalPodAutoscaler"}))
     with pytest.raises(Forbidden):
         fake.fail("GET", r"/api/v1/nodes$", 403)
-        kube.list_nodes()
+        kube.list_kind("Node")
 
 
 def test_too_many_requests_backs_off_as_the_server_asks(api):
     fake, kube, sleeps = api
     fake.fail("GET", r"/api/v1/nodes$", 429, times=2, headers={"Retry-After": "3"})
-    nodes = kube.list_nodes()
+    nodes = kube.list_kind("Node")
     assert len(nodes) == 2 and sleeps == [3.0, 3.0]
     fake.fail("GET", r"/api/v1/pods$", 429, times=2)  # no Retry-After: exponential backoff
-    kube.list_pods()
+    kube.list_kind("Pod")
     assert sleeps[2:] == [1.0, 2.0]
     fake.fail("PATCH", r"/nodes/node-1/status", 429, times=10)
     with pytest.raises(TooManyRequests):
