@@ -47,7 +47,7 @@ install: $(VENV)/.installed-$(HASH)
 system-deps:
 	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null || ! command -v chromium >/dev/null; then \
 		echo "installing Debian packages: prometheus chromium"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus chromium >/dev/null; \
+		apt-get -o DPkg::Lock::Timeout=300 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq prometheus chromium >/dev/null; \
 	fi
 
 demo: install
