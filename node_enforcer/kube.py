@@ -5,6 +5,13 @@ read/create its Katalyst CustomNodeResource and patch its status (the topology r
 loads it). Errors map to the small tree of `contracts.kube_errors`: NotFound, Conflict, TooManyRequests (a
 PodDisruptionBudget refused the eviction), Forbidden.
 
+Own node only: a `KubeApi` is bound to the agent's Node (`node=`) and refuses, before any request,
+to evict a pod whose `spec.nodeName` is another node's (or none) and to create or patch another
+node's CustomNodeResource (`Forbidden`, never sent). Evictions also carry the pod's uid as a
+precondition, so a pod of the same name created elsewhere since it was read is not the one evicted.
+The API server enforces the same with the ValidatingAdmissionPolicies of
+deploy/enforcer-daemonset.yaml (docs/node-enforcer.md, "Own node only").
+
 In the loop the agent watches instead of listing (`pods_informer`, `node_informer`: a
 `contracts.informer.Informer` per kind, list once then watch from its resourceVersion), so a quiet
 node costs the API server two idle connections rather than a list and a get every few seconds.
@@ -16,7 +23,7 @@ import logging
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from contracts.informer import Gone, Informer
-from contracts.kube_errors import KubeError, NotFound, error_for_status
+from contracts.kube_errors import Forbidden, KubeError, NotFound, error_for_status
 from node_enforcer.collect.pods import pods_from_objects
 from node_enforcer.model.pod import Pod
 
@@ -59,9 +66,10 @@ class Watched(Generic[T]):
 
 class KubeApi:
     """`api_client` is injectable (tests point one at a local HTTP fake); by default the in-cluster
-    service account is used, or the kubeconfig when not in a cluster."""
+    service account is used, or the kubeconfig when not in a cluster. `node` is the agent's own Node:
+    the only one whose pods it evicts and whose CustomNodeResource it writes (None: it writes neither)."""
 
-    def __init__(self, api_client: Any = None, kubeconfig: str | None = None) -> None:
+    def __init__(self, api_client: Any = None, kubeconfig: str | None = None, node: str | None = None) -> None:
         from kubernetes import client, config
 
         if api_client is None:
@@ -73,6 +81,13 @@ class KubeApi:
         self._core = client.CoreV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
         self.watch_seconds = WATCH_SECONDS
+        self.node = node
+
+    def _own_node(self, what: str, node: str | None) -> None:
+        """Refuse, before any request, a write that concerns another node than this agent's."""
+        if not self.node or node != self.node:
+            raise Forbidden(f"{what}: refused by the agent: {'on node ' + repr(node) if node else 'on no node'}, "
+                            f"not this agent's node {self.node!r} (an agent writes only its own node's objects)")
 
     def list_node_pods(self, node: str) -> list[Pod]:
         """This node's pods (`spec.nodeName` field selector), read as plain JSON."""
@@ -144,16 +159,23 @@ class KubeApi:
             err = _mapped(exc, f"watch {what}")
             raise (Gone(str(err)) if err.status == Gone.status else err) from exc
 
-    def eviction_body(self, namespace: str, name: str, dry_run: bool) -> dict[str, Any]:
+    def eviction_body(self, namespace: str, name: str, dry_run: bool, uid: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
                                 "metadata": {"name": name, "namespace": namespace}}
-        if dry_run:
-            body["deleteOptions"] = {"dryRun": ["All"]}
+        options: dict[str, Any] = {"dryRun": ["All"]} if dry_run else {}
+        if uid:
+            options["preconditions"] = {"uid": uid}  # this pod, not a namesake created elsewhere since (409)
+        if options:
+            body["deleteOptions"] = options
         return body
 
-    def evict(self, namespace: str, name: str, dry_run: bool = True) -> None:
-        """POST an Eviction (policy/v1); with `dry_run` the API server checks it and changes nothing."""
-        body = self.eviction_body(namespace, name, dry_run)
+    def evict(self, namespace: str, name: str, dry_run: bool = True, node: str | None = None,
+              uid: str | None = None) -> None:
+        """POST an Eviction (policy/v1) of a pod on this agent's node: `node` is the pod's `spec.nodeName`
+        as read (any other node, or none, is refused here, unsent), `uid` its uid (a precondition);
+        with `dry_run` the API server checks it and changes nothing."""
+        self._own_node(f"evict {namespace}/{name}", node)
+        body = self.eviction_body(namespace, name, dry_run, uid)
         try:
             self._core.create_namespaced_pod_eviction(name, namespace, body,  # type: ignore[arg-type]  # a dict serialises as is
                                                       dry_run="All" if dry_run else None, _request_timeout=10)
@@ -174,6 +196,7 @@ class KubeApi:
 
     def create_cnr(self, name: str) -> None:
         """An empty CustomNodeResource for this node (RBAC: `create customnoderesources`)."""
+        self._own_node(f"create customnoderesource {name}", name)
         body = {"apiVersion": f"{CNR_GROUP}/{CNR_VERSION}", "kind": "CustomNodeResource",
                 "metadata": {"name": name}, "spec": {}}
         try:
@@ -183,7 +206,8 @@ class KubeApi:
 
     def patch_cnr_status(self, name: str, status: dict[str, Any]) -> None:
         """A merge patch of `status` (RBAC: `patch customnoderesources/status`); lists such as
-        topologyZone are replaced whole."""
+        topologyZone are replaced whole. Only this agent's own node's."""
+        self._own_node(f"patch customnoderesource {name} status", name)
         try:
             self._custom.patch_cluster_custom_object_status(CNR_GROUP, CNR_VERSION, CNR_PLURAL, name,
                                                             {"status": status}, _request_timeout=10)

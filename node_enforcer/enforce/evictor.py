@@ -1,5 +1,7 @@
 """Evictions, the action: the rate limit, then the Eviction API (dry-run by default), each
 eviction logged with its reason. Whom to evict is `policy.eviction.choose_victims`'s decision.
+Only pods on the agent's own node are evicted: a victim whose `spec.nodeName` is another node's
+(or unset, as a pods file may leave it) is refused before any call, with that reason.
 """
 from __future__ import annotations
 
@@ -45,15 +47,19 @@ class RateLimiter:
 
 
 class EvictionApi(Protocol):
-    def evict(self, namespace: str, name: str, dry_run: bool = True) -> None: ...
+    def evict(self, namespace: str, name: str, dry_run: bool = True, node: str | None = None,
+              uid: str | None = None) -> None: ...
 
 
 class Evictor:
-    """Chooses victims, applies the rate limit, calls the Eviction API (or only logs, without one)."""
+    """Chooses victims, applies the rate limit, calls the Eviction API (or only logs, without one) for
+    pods on `node`, the agent's own (required with an API: an evictor that knows no node evicts nothing)."""
 
     def __init__(self, settings: EvictionSettings, api: EvictionApi | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.s, self.api = settings, api
+                 clock: Callable[[], float] = time.monotonic, node: str | None = None) -> None:
+        if api is not None and not node:
+            raise ValueError("an Evictor with a Kubernetes API needs the agent's own node (node=)")
+        self.s, self.api, self.node = settings, api, node
         self.limiter = RateLimiter(settings.max_evictions, settings.rate_window_seconds, clock)
 
     def run(self, p: Pressure, pods: Sequence[Pod], allocation: CpuAllocation,
@@ -65,9 +71,12 @@ class Evictor:
                             self.s.max_evictions, self.s.rate_window_seconds, reason, extra={"pod": pod.key})
                 break
             result = "requested" if self.api is not None else "logged only (no Kubernetes API)"
-            if self.api is not None:
+            if self.api is not None and pod.node_name != self.node:
+                result = (f"refused: the pod is {'on node ' + repr(pod.node_name) if pod.node_name else 'on no node'}, "
+                          f"not this agent's node {self.node!r}")
+            elif self.api is not None:
                 try:
-                    self.api.evict(pod.namespace, pod.name, dry_run=self.s.dry_run)
+                    self.api.evict(pod.namespace, pod.name, dry_run=self.s.dry_run, node=pod.node_name, uid=pod.uid)
                 except KubeError as exc:
                     result = f"refused: {exc}"
             ev = Eviction(pod.uid, pod.key, reason, self.s.dry_run, result)

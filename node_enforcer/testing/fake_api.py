@@ -5,7 +5,7 @@
   `GET /api/v1/nodes?fieldSelector=metadata.name=X`, each also as `?watch=true` (`watch_stream.py`:
   change objects with `update_pod`/`remove_pod`/`update_node`; `watch.compact()` for 410, `watch.drop()`),
   `POST /api/v1/namespaces/{ns}/pods/{name}/eviction` (429 for pods listed in `pdb_blocked`,
-  404 for unknown pods, 403 when `forbidden`);
+  404 for unknown pods, 403 when `forbidden`, 409 when `deleteOptions.preconditions.uid` is not the pod's);
 - Katalyst CustomNodeResources: `GET`/`POST .../customnoderesources[/{name}]` and
   `PATCH .../customnoderesources/{name}/status` (a JSON merge patch). Every object stored is
   validated against the vendored CRD schema (schemas/k8s); an invalid one is refused with 422, as
@@ -101,8 +101,15 @@ class Handler(BaseHTTPRequestHandler):
             ns, name = parts[3], parts[5]
             if self.fake.forbidden:
                 return self._send(403, {"kind": "Status", "code": 403, "message": "forbidden by RBAC"})
-            if not any(p["metadata"]["namespace"] == ns and p["metadata"]["name"] == name for p in self.fake.pods):
+            pod = next((p for p in self.fake.pods if p["metadata"]["namespace"] == ns and p["metadata"]["name"] == name),
+                       None)
+            if pod is None:
                 return self._send(404, {"kind": "Status", "code": 404, "message": f"pods {name!r} not found"})
+            want = (((body or {}).get("deleteOptions") or {}).get("preconditions") or {}).get("uid")
+            if want and want != pod["metadata"].get("uid"):
+                return self._send(409, {"kind": "Status", "code": 409, "reason": "Conflict",
+                                         "message": f"Precondition failed: UID in precondition: {want}, "
+                                                    f"UID in object meta: {pod['metadata'].get('uid')}"})
             if f"{ns}/{name}" in self.fake.pdb_blocked:
                 return self._send(429, {"kind": "Status", "code": 429,
                                          "message": "Cannot evict pod as it would violate the pod's disruption budget."})

@@ -70,7 +70,7 @@ class RecordingApi:
     def __init__(self, refuse=()):
         self.calls, self.refuse = [], set(refuse)
 
-    def evict(self, namespace, name, dry_run=True):
+    def evict(self, namespace, name, dry_run=True, node=None, uid=None):
         self.calls.append((namespace, name, dry_run))
         if name in self.refuse:
             raise TooManyRequests("evict: 429 Cannot evict pod as it would violate the pod's disruption budget.")
@@ -81,7 +81,7 @@ def test_evictor_rate_limits_logs_and_is_dry_run_by_default(two_socket, caplog):
     alloc = plan(two_socket, pods)
     api = RecordingApi()
     now = [0.0]
-    ev = Evictor(EvictionSettings(), api, clock=lambda: now[0])
+    ev = Evictor(EvictionSettings(), api, clock=lambda: now[0], node="n1")
     with caplog.at_level(logging.WARNING, logger="node_enforcer.enforce.evictor"):
         done = ev.run(LOW_MEM, pods, alloc, _usage(pods))
     assert [e.pod for e in done] == ["default/batch-big"] and done[0].dry_run  # 1 per minute
@@ -89,7 +89,7 @@ def test_evictor_rate_limits_logs_and_is_dry_run_by_default(two_socket, caplog):
     assert "dry-run: evict default/batch-big: MemAvailable" in caplog.text and "postponed by the rate limit" in caplog.text
     assert ev.run(LOW_MEM, pods, alloc, _usage(pods)) == []  # still within the minute
     now[0] = 61
-    real = Evictor(EvictionSettings(dry_run=False, max_evictions=5), RecordingApi(refuse={"batch-big"}))
+    real = Evictor(EvictionSettings(dry_run=False, max_evictions=5), RecordingApi(refuse={"batch-big"}), node="n1")
     done = real.run(LOW_MEM, pods, alloc, _usage(pods))
     assert done[0].result.startswith("refused:") and "disruption budget" in done[0].result
     assert [e.pod for e in done] == ["default/batch-big", "default/batch-small"] and not done[1].dry_run
@@ -116,11 +116,11 @@ def test_read_pressure_real_and_fixture(tmp_path):
 def test_eviction_through_the_api_wrapper_against_a_local_fake(two_socket):
     objs = [make_pod_obj("batch-big", "reclaimed_cores", ns="batch"), make_pod_obj("batch-small", "reclaimed_cores", ns="batch")]
     with FakeApi(objs) as fake:
-        api = KubeApi(fake.api_client())
+        api = KubeApi(fake.api_client(), node="n1")
         fake.pdb_blocked.add("batch/batch-big")
         pods = api.list_node_pods("n1")
         usage = {pods[0].uid: 2 * GiB, pods[1].uid: GiB}
-        done = Evictor(EvictionSettings(max_evictions=5), api).run(LOW_MEM, pods, plan(two_socket, pods), usage)
+        done = Evictor(EvictionSettings(max_evictions=5), api, node="n1").run(LOW_MEM, pods, plan(two_socket, pods), usage)
     posts = [r for r in fake.requests if r["method"] == "POST"]
     assert [r["path"] for r in posts] == ["/api/v1/namespaces/batch/pods/batch-big/eviction",
                                           "/api/v1/namespaces/batch/pods/batch-small/eviction"]

@@ -16,16 +16,16 @@ def test_list_node_pods_uses_the_field_selector():
 
 def test_error_mapping():
     with FakeApi([make_pod_obj("a", ns="x")]) as fake:
-        api = KubeApi(fake.api_client())
+        api = KubeApi(fake.api_client(), node="n1")
         with pytest.raises(NotFound, match="evict x/nope: 404 pods 'nope' not found"):
-            api.evict("x", "nope")
+            api.evict("x", "nope", node="n1")
         fake.pdb_blocked.add("x/a")
         with pytest.raises(TooManyRequests, match="disruption budget"):
-            api.evict("x", "a", dry_run=False)
+            api.evict("x", "a", dry_run=False, node="n1")
         assert "dryRun" not in fake.requests[-1]["query"]  # a real eviction when asked
         fake.forbidden = True
-        with pytest.raises(Forbidden):
-            api.evict("x", "a")
+        with pytest.raises(Forbidden, match="forbidden by RBAC"):
+            api.evict("x", "a", node="n1")
 
 
 def test_unreachable_api_is_a_kube_error():

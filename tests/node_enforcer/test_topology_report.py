@@ -55,7 +55,7 @@ def test_publisher_creates_then_writes_only_on_change(two_socket):
     pods = _pods()
     status = topology_status(two_socket, plan(two_socket, pods), pods)
     with FakeApi([]) as fake:
-        api = KubeApi(api_client=fake.api_client())
+        api = KubeApi(api_client=fake.api_client(), node="n1")
         pub = CnrPublisher(api, "n1")
         assert pub.publish(status) == "created"
         assert fake.cnrs["n1"]["status"] == status and cnr_schema_errors(fake.cnrs["n1"]) == []
@@ -77,7 +77,7 @@ def test_publisher_reports_an_api_failure_and_retries_with_a_fresh_read(two_sock
     pods = _pods()
     status = topology_status(two_socket, plan(two_socket, pods), pods)
     with FakeApi([]) as fake:
-        pub = CnrPublisher(KubeApi(api_client=fake.api_client()), "n1")
+        pub = CnrPublisher(KubeApi(api_client=fake.api_client(), node="n1"), "n1")
         bad = dict(status, topologyZone=[{"type": "Socket"}])  # refused by the API (422): reported, not raised
         assert pub.publish(bad).startswith("failed:") and pub.last is None
         assert pub.publish(status) == "updated"

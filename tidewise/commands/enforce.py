@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     _check_paths(s, args.plan_out)
     topo = read_topology(s.sysfs_root)
     driver = _driver(s)
-    kube = _kube_api(s, plan_from, args.kubeconfig)
+    kube = _kube_api(s, node, plan_from, args.kubeconfig)
     watch = not args.once and not getattr(args, "no_watch", False)
     list_pods = _pod_lister(s, node, kube, watch)
     _check_reclaim_plan(s, node, plan_from, args.once)
@@ -283,8 +283,9 @@ def _driver(s: "EnforcerSettings") -> "CgroupDriver":
         raise InputError(str(exc)) from None
 
 
-def _kube_api(s: "EnforcerSettings", plan_from: str, kubeconfig: str | None) -> "KubeApi | None":
-    """The Kubernetes API client, only when the pods, the plan or evictions need it."""
+def _kube_api(s: "EnforcerSettings", node: str, plan_from: str, kubeconfig: str | None) -> "KubeApi | None":
+    """The Kubernetes API client, only when the pods, the plan or evictions need it; bound to `node` (it
+    evicts only that node's pods and writes only that node's CustomNodeResource)."""
     if not (s.pods_from == "api" or plan_from == "api" or s.report_topology
             or (s.eviction_enabled and s.pods_from != "file")):
         return None
@@ -296,7 +297,7 @@ def _kube_api(s: "EnforcerSettings", plan_from: str, kubeconfig: str | None) -> 
     if kubeconfig and not os.path.isfile(kubeconfig):
         raise InputError(f"--kubeconfig {kubeconfig}: no such file")
     try:
-        return KubeApi(kubeconfig=kubeconfig)
+        return KubeApi(kubeconfig=kubeconfig, node=node)
     except ConfigException as exc:
         needs = "pods_from api" if s.pods_from == "api" else (
             "the reclaim plan from the API" if plan_from == "api" else
@@ -358,7 +359,7 @@ def _enforcement(s: "EnforcerSettings", node: str, plan_from: str, kube: "KubeAp
     ev_settings = s.eviction
     if s.dry_run:
         ev_settings = dataclasses.replace(ev_settings, dry_run=True)
-    evictor = Evictor(ev_settings, kube) if s.eviction_enabled else None
+    evictor = Evictor(ev_settings, kube, node=node) if s.eviction_enabled else None
     if plan_from == "api":
         annotations = kube.watched_annotations(node) if watch else lambda: kube.node_annotations(node)  # type: ignore[union-attr]
         reclaim = reclaim_loader(None, node, annotations=annotations)
