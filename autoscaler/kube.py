@@ -15,7 +15,7 @@ import logging
 import time
 from typing import Any, Callable, Iterator
 
-from contracts.informer import Gone, ListFn, WatchFn
+from contracts.informer import Gone, ListFn, WatchFn, answered
 from contracts.kube_errors import KubeError, TooManyRequests, error_for_status
 # the tree is shared with the node agent; re-exported here for the callers that import it from this module
 from contracts.kube_errors import Conflict, Forbidden, NotFound  # noqa: F401
@@ -157,7 +157,8 @@ class Kube(ClusterObjects):
     def watched(self, kind: str) -> tuple[ListFn, WatchFn]:
         """The list and watch callables of one kind that `contracts.informer.Informer` follows."""
         what, fn, args = self._readers()[kind]
-        return (lambda: self._list_versioned(what, fn, *args)), (lambda version: self._watch(what, fn, version, *args))
+        return ((lambda: self._list_versioned(what, fn, *args)),
+                (lambda version, opened: self._watch(what, answered(fn, opened), version, *args)))
 
     def _readers(self) -> dict[str, tuple[str, Callable[..., Any], tuple[Any, ...]]]:
         return {

@@ -22,7 +22,7 @@ import json
 import logging
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
-from contracts.informer import Gone, Informer
+from contracts.informer import Gone, Informer, answered
 from contracts.kube_errors import Forbidden, KubeError, NotFound, error_for_status
 from node_enforcer.collect.pods import pods_from_objects
 from node_enforcer.model.pod import Pod
@@ -135,7 +135,7 @@ class KubeApi:
 
     def _informer(self, what: str, fn: Callable[..., Any], selector: str) -> Informer:
         return Informer(what, lambda: self._list(what, fn, selector),
-                        lambda version: self._watch(what, fn, selector, version))
+                        lambda version, opened: self._watch(what, answered(fn, opened), selector, version))
 
     def _list(self, what: str, fn: Callable[..., Any], selector: str) -> tuple[list[dict[str, Any]], str]:
         try:

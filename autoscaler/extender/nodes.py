@@ -10,8 +10,9 @@ fails closed for the nodes it concerns, with that reason.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from contracts.informer import Informer, StaleCache
 
@@ -73,12 +74,12 @@ class WatchedSource:
     """Node and CustomNodeResource informers over the `Kube` wrapper (`Kube.watched(kind)`)."""
 
     def __init__(self, kube: Any, *, stale_after: float = 120.0, watch_nodes: bool = True,
-                 watch_topology: bool = True) -> None:
+                 watch_topology: bool = True, clock: Callable[[], float] = time.monotonic) -> None:
         self.informers: dict[str, Informer] = {}
         for kind, wanted in (("Node", watch_nodes), ("CustomNodeResource", watch_topology)):
             if wanted:
                 list_fn, watch_fn = kube.watched(kind)
-                self.informers[kind] = Informer(kind, list_fn, watch_fn, stale_after=stale_after)
+                self.informers[kind] = Informer(kind, list_fn, watch_fn, stale_after=stale_after, clock=clock)
         self._nodes = _Indexed(self.informers["Node"]) if watch_nodes else None
         self._cnrs = _Indexed(self.informers["CustomNodeResource"]) if watch_topology else None
 
@@ -95,10 +96,15 @@ class WatchedSource:
         return all(inf.wait_synced(timeout) for inf in self.informers.values())
 
     def ready(self) -> bool:
-        """Ready once Nodes are listed. Topology is not waited for: without the Katalyst CRD its list
-        keeps failing, and only NUMA-bound pods need it (they are refused, with that reason, meanwhile)."""
+        """Ready while the Node cache is usable: listed, and its watch not failing for longer than
+        `stale_after` (a replica that would refuse every reclaimed pod leaves the Service until its
+        watch is back). Topology is not waited for: without the Katalyst CRD its list keeps failing,
+        and only NUMA-bound pods need it (they are refused, with that reason, meanwhile)."""
         node = self.informers.get("Node")
-        return node is None or node.wait_synced(0)
+        why = None if node is None else node.unusable()
+        if why:
+            log.warning("not ready: %s", why)
+        return why is None
 
     def nodes(self) -> Mapping[str, Obj]:
         if self._nodes is None:

@@ -6,7 +6,8 @@ Faults a real cluster produces, on demand: `compact()` makes every watch from an
 resourceVersion answer with an ERROR event of code 410 (Expired) as etcd compaction does;
 `drop()` cuts every open watch without the final chunk, and `drop_next(n)` cuts the next `n`
 watches as soon as they open (a load balancer or API server restart), so the client sees an error,
-not a clean end.
+not a clean end; `refuse_next(n)` answers the next `n` watches 503 before opening them (an
+overloaded API server), and `recover()` forgets the drops and refusals still pending.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class WatchLog:
     cond: threading.Condition = field(default_factory=threading.Condition)
     _generation: int = 0
     _drop_next: int = 0
+    _refuse_next: int = 0
 
     def record(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Stamp `obj` with the next resourceVersion and log the event; returns the stamped copy."""
@@ -51,9 +53,22 @@ class WatchLog:
         with self.cond:
             self._drop_next += n
 
+    def refuse_next(self, n: int = 1) -> None:
+        with self.cond:
+            self._refuse_next += n
+
+    def recover(self) -> None:
+        with self.cond:
+            self._drop_next = self._refuse_next = 0
+
     def serve(self, handler: BaseHTTPRequestHandler, since: str, timeout: float,
               match: Callable[[dict[str, Any]], bool]) -> None:
         """Answer one watch request on `handler` with the matching events after `since`."""
+        with self.cond:
+            refuse = self._refuse_next > 0
+            self._refuse_next -= refuse
+        if refuse:
+            return _refuse(handler)
         handler.protocol_version = "HTTP/1.1"
         handler.send_response(200)
         handler.send_header("Content-Type", "application/json")
@@ -92,6 +107,16 @@ class WatchLog:
         if events:
             _write_chunk(handler, events)
         handler.wfile.write(b"0\r\n\r\n")
+
+
+def _refuse(handler: BaseHTTPRequestHandler) -> None:
+    data = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 503,
+                       "reason": "ServiceUnavailable", "message": "injected: the watch is refused"}).encode()
+    handler.send_response(503)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
 
 
 def _write_chunk(handler: BaseHTTPRequestHandler, events: list[dict[str, Any]]) -> None:
