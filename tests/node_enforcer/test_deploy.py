@@ -19,7 +19,8 @@ def _docs():
 
 def test_every_object_validates_strictly():
     docs = _docs()
-    assert {d["kind"] for d in docs} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet"}
+    assert {d["kind"] for d in docs} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet",
+                                         "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
     for d in docs:
         kubernetes_validate.validate(d, VERSION, strict=True)
 
@@ -39,6 +40,11 @@ def test_least_privilege():
                      (("",), ("pods/eviction",), ("create",)),
                      (("node.katalyst.kubewharf.io",), ("customnoderesources",), ("get", "create")),
                      (("node.katalyst.kubewharf.io",), ("customnoderesources/status",), ("patch",))]
+    # own node only: the admission policies (evaluated in test_admission_policy.py), each bound
+    policies = [d for d in _docs() if d["kind"] == "ValidatingAdmissionPolicy"]
+    bound = {d["spec"]["policyName"] for d in _docs() if d["kind"] == "ValidatingAdmissionPolicyBinding"}
+    assert {p["metadata"]["name"] for p in policies} == bound == {"tidewise-enforcer-own-cnr",
+                                                                  "tidewise-enforcer-own-evictions"}
     binding = docs["ClusterRoleBinding"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "tidewise-enforcer", "namespace": "tidewise"}]
     pod = docs["DaemonSet"]["spec"]["template"]["spec"]
