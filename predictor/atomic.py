@@ -5,7 +5,9 @@ Rename replaces whatever sits at the path, so it is used only where that is a re
 nothing: `--output /dev/full` run as root once replaced the device node with a CSV. Everything
 else (folder, device, fifo, socket, a symlink to one of them) is refused with the fix.
 A missing parent folder is refused too ("create it first"): a typo must not leave a new folder
-tree behind, least of all at `/`.
+tree behind, least of all at `/`. So are a folder that cannot be written (read-only), a name
+ending in `/` (a folder, not a file) and an output that is one of the command's inputs. A write
+that fails midway (disk full) is one line naming the path, and leaves nothing behind.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import contextlib
 import os
 import stat
 import tempfile
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from predictor.errors import InputError
 
@@ -25,15 +27,22 @@ def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
-def check_output_path(path: str, *, what: str = "output", create_folder: bool = False) -> str:
+def check_output_path(path: str, *, what: str = "output", create_folder: bool = False,
+                      inputs: Iterable[tuple[str, str | None]] = ()) -> str:
     """The real path to write `path` through (a symlink to a regular file is followed, so the link
-    stays), or InputError when the path is not a regular file or a new name in an existing folder.
+    stays), or InputError when the path is not a regular file or a new name in a writable folder,
+    names a folder (`newdir/`), or is one of `inputs` ((flag, path) pairs: the same file reached
+    by another name or a symlink counts too, since writing it would overwrite the input).
 
     `create_folder` creates the one missing last folder (for paths the program owns, such as the
     node agent's checkpoint under /var/lib/tidewise), never a chain of them."""
     if not str(path).strip():
         raise InputError(f"{what}: empty path; give a file name")
     path = os.fspath(path)
+    _check_not_an_input(path, what, inputs)
+    if path.endswith(("/", os.sep)) and not os.path.isdir(path):
+        raise InputError(f"{what} {path} ends with '/', a folder name, and no such folder exists; give a "
+                         f"file name (e.g. {path}out.csv once the folder is created)")
     try:
         st = os.stat(path)  # follows symlinks: what a write would reach
     except FileNotFoundError:
@@ -44,7 +53,9 @@ def check_output_path(path: str, *, what: str = "output", create_folder: bool = 
         if not stat.S_ISREG(st.st_mode):
             raise InputError(f"{what} {path} is {_kind(st.st_mode)}, not a regular file; give a file name "
                              "(outputs are written through a temporary file and a rename)")
-        return os.path.realpath(path)
+        real = os.path.realpath(path)
+        _check_writable_folder(os.path.dirname(real), path, what)
+        return real
     if os.path.islink(path):
         raise InputError(f"{what} {path} is a symlink to a missing target; remove it or give another file name")
     folder = os.path.dirname(os.path.abspath(path))
@@ -54,13 +65,39 @@ def check_output_path(path: str, *, what: str = "output", create_folder: bool = 
         if not (create_folder and os.path.isdir(os.path.dirname(folder))):
             raise InputError(f"{what} {path}: folder {folder} does not exist; create it first")
         os.makedirs(folder, exist_ok=True)
+    _check_writable_folder(folder, path, what)
     return os.path.abspath(path)
+
+
+def _check_not_an_input(path: str, what: str, inputs: Iterable[tuple[str, str | None]]) -> None:
+    for flag, given in inputs:
+        if not given or not os.path.exists(given) or not os.path.exists(path):
+            continue
+        with contextlib.suppress(OSError):
+            if os.path.samefile(path, given):
+                raise InputError(f"{what} {path} is the same file as {flag} {given}; give another output "
+                                 "name (writing it would overwrite the input)")
+
+
+def _check_writable_folder(folder: str, path: str, what: str) -> None:
+    """Refused before any work: the temp file and the rename both need to write `folder`."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{what} {path}: folder {folder} is not writable (read-only or no permission); "
+                         "give a path in a writable folder")
+
+
+def write_failed(exc: OSError, path: str, what: str) -> InputError:
+    """A write that failed midway (disk full, read-only, quota) as one line naming the path."""
+    why = os.strerror(exc.errno) if exc.errno else str(exc)
+    return InputError(f"{what} {path}: writing failed ({why}); nothing was written: free space or give "
+                      "a file in a writable folder")
 
 
 def check_folder_to_fill(path: str, *, what: str = "--out") -> bool:
     """True when `path` is an existing folder, False when it is a new name in an existing folder;
     an InputError for anything else (a file there, a missing parent: never a chain of folders)."""
     if os.path.isdir(path):
+        _check_writable_folder(path, path, what)
         return True
     if os.path.lexists(path):
         raise InputError(f"{what} {path} exists and is not a folder; give a folder name")
@@ -68,6 +105,7 @@ def check_folder_to_fill(path: str, *, what: str = "--out") -> bool:
     if not os.path.isdir(parent):
         raise InputError(f"{what} {path}: folder {parent} does not exist; create it first "
                          "(only the last folder is created)")
+    _check_writable_folder(parent, path, what)
     return False
 
 
@@ -92,7 +130,10 @@ def atomic_path(path: str, *, what: str = "output", create_folder: bool = False)
     folder = os.path.dirname(target)
     base = os.path.basename(target)
     # keep the suffix so that writers that pick a format by extension still work
-    fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=f".tmp{os.path.splitext(base)[1]}", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=f".tmp{os.path.splitext(base)[1]}", dir=folder)
+    except OSError as exc:
+        raise write_failed(exc, path, what) from None
     os.close(fd)
     umask = os.umask(0)
     os.umask(umask)
@@ -104,9 +145,11 @@ def atomic_path(path: str, *, what: str = "output", create_folder: bool = False)
         # checked again just before the rename: the path may have become something else meanwhile
         check_output_path(target, what=what)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):  # disk full, quota, read-only remount: one line, not a traceback
+            raise write_failed(exc, path, what) from None
         raise
 
 

@@ -11,13 +11,16 @@ import json
 import logging
 import os
 import platform
+import re
 import shutil
 import tempfile
+import time
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
+from predictor.atomic import write_failed
 from predictor.models.gbm import GlobalGBM
 from predictor.registry.manifest import (DECISION_KINDS, DECISION_PREFIX, GLOBAL_ARRAYS, GLOBAL_META, LATEST,
                                          MANIFEST, MANIFEST_DIGEST,
@@ -63,11 +66,15 @@ def write_version(
     `global_model`: a fitted GlobalGBM (stored as plain arrays); `key`: sign the manifest;
     `decision_models`: kind ("vpa"/"hpa") -> fitted DecisionTimeGBM (JSON + plain arrays)."""
     os.makedirs(registry_dir, exist_ok=True)
+    sweep_partial_versions(registry_dir)
     version = version or new_version_name(now)
     final = os.path.join(registry_dir, version)
     if os.path.exists(final):
         raise RegistryError(f"registry version {final} already exists")
-    tmp = tempfile.mkdtemp(prefix=f".{version}.", dir=registry_dir)
+    try:
+        tmp = tempfile.mkdtemp(prefix=f".{version}.", dir=registry_dir)
+    except OSError as exc:
+        raise write_failed(exc, registry_dir, "--registry") from None
     try:
         artifacts = _write_artifacts(tmp, series, profiles, recent, global_model)
         artifacts.update(_write_decision_models(tmp, decision_models or {}))
@@ -88,12 +95,56 @@ def write_version(
         _write_chain(tmp, manifest, key)
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; a version is read by the serving loop
         os.rename(tmp, final)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError):  # disk full, quota, read-only: one line naming the registry
+            raise write_failed(exc, registry_dir, "--registry") from None
         raise
     switch_latest(registry_dir, version)
     log.info("registry: wrote %s (%d series)", final, len(series))
     return version
+
+
+# A partial version is `.<version>.<mkdtemp suffix>`: what `write_version` assembles before the
+# rename, left behind only when the process was killed mid-write. Writing one takes seconds to a few
+# minutes (10,000 series); one untouched for 6 h is no live writer's, so it is removed on the next write.
+_PARTIAL = re.compile(r"^\.(\d{8}T\d{6}Z-[0-9a-f]{6})\.[A-Za-z0-9_]{8}$")
+_PARTIAL_LINK = re.compile(r"^\." + re.escape(LATEST) + r"\.\d+\.[0-9a-f]{6}$")
+STALE_PARTIAL_S = 6 * 3600.0
+
+
+def sweep_partial_versions(registry_dir: str, *, now: float | None = None,
+                           stale_s: float = STALE_PARTIAL_S) -> list[str]:
+    """Remove what killed writes left: hidden `.<version>.XXXXXXXX` folders (never a finished
+    version: no signature check is needed to tell, the name and the missing digest say it) and
+    `.latest.<pid>.<hex>` links, once untouched for `stale_s`. Returns the names removed."""
+    now = time.time() if now is None else now
+    removed: list[str] = []
+    for entry in os.scandir(registry_dir):
+        folder = _PARTIAL.match(entry.name) and entry.is_dir(follow_symlinks=False)
+        link = _PARTIAL_LINK.match(entry.name) and entry.is_symlink()
+        age = now - _last_touched(entry.path) if folder or link else 0.0
+        if age < stale_s:
+            continue
+        if folder and os.path.exists(os.path.join(entry.path, MANIFEST_DIGEST)):
+            continue  # complete but never renamed: left for a person to look at, not ours to judge
+        if folder:
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            os.unlink(entry.path)
+        log.warning("registry: removed %s, left by a write that was killed (untouched for %.1f h)",
+                    entry.path, age / 3600)
+        removed.append(entry.name)
+    return removed
+
+
+def _last_touched(path: str) -> float:
+    """The latest mtime of `path` (not followed) and the files directly in it."""
+    latest = os.lstat(path).st_mtime
+    if os.path.isdir(path) and not os.path.islink(path):
+        for entry in os.scandir(path):
+            latest = max(latest, entry.stat(follow_symlinks=False).st_mtime)
+    return latest
 
 
 def _write_artifacts(folder: str, series: Mapping[str, dict[str, Any]], profiles: Mapping[str, dict[str, Any]] | None,

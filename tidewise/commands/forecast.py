@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         except (ValueError, OverflowError):
             raise InputError(f"--origin {args.origin!r} does not parse: use ISO-8601 UTC") from None
     input_file(args.input)
-    check_output_path(args.output, what="--output")
+    check_output_path(args.output, what="--output", inputs=[("--input", args.input)])
     if args.registry:
         existing_registry(args.registry)
     history = load_history(args.input, step, allow_negative=args.allow_negative, duplicates=args.duplicates)

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     step = parse_duration(args.step, what="--step")
     input_file(args.input)
     if args.output:
-        check_output_path(args.output, what="--output")
+        check_output_path(args.output, what="--output", inputs=[("--input", args.input)])
     history = load_history(args.input, step, allow_negative=args.allow_negative, duplicates=args.duplicates)
     profiles = build_profiles(history)
     text = json.dumps({k: p.to_dict() for k, p in profiles.items()}, indent=1, allow_nan=False)

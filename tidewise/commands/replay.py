@@ -81,9 +81,9 @@ def run(args: argparse.Namespace) -> int:
 
     s = settings_from(args)
     input_file(args.input)
-    check_output_path(args.output, what="--output")
+    check_output_path(args.output, what="--output", inputs=[("--input", args.input)])
     if args.report:
-        check_output_path(args.report, what="--report")
+        check_output_path(args.report, what="--report", inputs=[("--input", args.input), ("--output", args.output)])
     data = load_replay_input(args.input, STEP, need_per_replica=s.kind == "hpa")
     check_scales(data, s.target_utilization, args.input)
     result, out = replay_all(data, s, args.input, progress)

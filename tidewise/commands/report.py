@@ -58,7 +58,9 @@ def run_cost(args: argparse.Namespace) -> int:
         if path:
             input_file(path, flag)
     for what, path in sibling_paths(args.out).items():
-        check_output_path(path, what="--out" if what == "report" else f"--out's {what}")
+        check_output_path(path, what="--out" if what == "report" else f"--out's {what}", inputs=[
+            ("--cost", args.cost), ("--history", args.history), ("--vpa-replay", args.vpa_replay),
+            ("--cluster-state", args.cluster_state), ("--colocation", args.colocation), ("--tide", args.tide)])
     report = build_report(prices, given)
     paths = write_outputs(report, args.out)
     print("\n".join(summary_lines(report)), file=sys.stderr)
@@ -92,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         return run_cost(args)
     horizon = parse_duration(args.horizon, what="--horizon")
     existing_registry(args.registry)
-    check_output_path(args.out, what="--out")
+    check_output_path(args.out, what="--out", inputs=[("--input", args.input)])
     if args.max_plots < 0:
         raise InputError("--max-plots must be 0 or more")
     key = None
