@@ -9,32 +9,16 @@ the default and says so in every node's reason.
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from contracts.qos import (CPU_ENHANCEMENT, MEMORY_ENHANCEMENT, RECLAIMED_MEMORY, RECLAIMED_MILLICPU, QosLevel,
-                           raw_level)
+from contracts.qos import RECLAIMED_MEMORY, RECLAIMED_MILLICPU, QosLevel, parse_qos
 from contracts.quantity import parse_cpu_millis, parse_memory_bytes, parse_quantity
 from predictor.durations import parse_duration
 
 DURATION_ANNOTATION = "tidewise.io/expected-duration"
 DEFAULT_SECONDS = {"batch": 3600.0, "online": 86400.0}  # module docstring: 1 h batch, 24 h online
-
-
-def _truthy(value: Any) -> bool:
-    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
-
-
-def _enhancement(annotations: Mapping[str, str], key: str) -> dict[str, Any]:
-    """A Katalyst enhancement annotation as a dict; {} when absent or malformed (the node agent
-    then ignores it too, so the pod is not NUMA-bound wherever it lands)."""
-    try:
-        data = json.loads(annotations.get(key) or "{}")
-    except (ValueError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _requests(spec: Mapping[str, Any], resource: str, parse: Any) -> int:
@@ -64,7 +48,7 @@ class PodNeeds:
     """The pod as the filter and the scorer see it."""
 
     name: str  # namespace/name
-    level: str  # Katalyst QoS level as written (shared_cores when absent)
+    level: str  # Katalyst QoS level as every component reads it (contracts.qos.parse_qos; fail-closed)
     reclaimed_millicpu: int
     reclaimed_memory_bytes: int
     cpu_millicpu: int  # plain cpu/memory requests: what a NUMA-bound pod needs from one zone
@@ -106,10 +90,12 @@ def pod_needs(pod: Mapping[str, Any]) -> PodNeeds:
     spec = pod.get("spec") or {}
     if not isinstance(md, dict) or not isinstance(spec, dict):
         raise ValueError("Pod.metadata and Pod.spec must be objects")
-    annotations = {str(k): str(v) for k, v in (md.get("annotations") or {}).items()}
-    level = raw_level(annotations)
-    enh = {**_enhancement(annotations, MEMORY_ENHANCEMENT), **_enhancement(annotations, CPU_ENHANCEMENT)}
-    kind = "batch" if level == QosLevel.RECLAIMED.value else "online"
+    raw = md.get("annotations") if isinstance(md.get("annotations"), dict) else {}
+    annotations = {str(k): str(v) for k, v in raw.items()}
+    # the node agent's own reading (an unknown level: shared; a malformed enhancement: none, the level kept)
+    qos = parse_qos(raw)
+    level = qos.level.value
+    kind = "batch" if qos.level is QosLevel.RECLAIMED else "online"
     lifetime, note = _lifetime(annotations, kind)
     try:
         return PodNeeds(
@@ -118,7 +104,7 @@ def pod_needs(pod: Mapping[str, Any]) -> PodNeeds:
             reclaimed_memory_bytes=_requests(spec, RECLAIMED_MEMORY, _count),
             cpu_millicpu=_requests(spec, "cpu", parse_cpu_millis),
             memory_bytes=_requests(spec, "memory", parse_memory_bytes),
-            numa_binding=_truthy(enh.get("numa_binding")), numa_exclusive=_truthy(enh.get("numa_exclusive")),
+            numa_binding=qos.numa_binding, numa_exclusive=qos.numa_exclusive,
             lifetime_seconds=lifetime, lifetime_note=note)
     except (ValueError, TypeError, AttributeError) as exc:
         raise ValueError(f"Pod {md.get('namespace')}/{md.get('name')}: a resource request does not parse: {exc}") \

@@ -21,6 +21,7 @@ from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
+from contracts.eviction_markers import check_rule
 from contracts.qos import QosLevel
 
 # the order pods are taken in: what borrows first, then the shared pool; anything else is never moved
@@ -56,6 +57,9 @@ class RebalanceSettings:
     max_per_run: int = 5  # evictions planned per run, all nodes together
     max_per_owner: int = 1  # pods of one workload per run: a Deployment never loses two replicas at once
     per_minute: int = 5  # evictions sent in any 60 s (the Evictor's sliding window)
+    # pods with emptyDir/hostPath volumes lose that data when moved: "never" (kept), "memory" (an
+    # emptyDir in memory, a cache, may go) or "always"
+    evict_local_storage: str = "never"
 
     def check(self) -> None:
         """ValueError naming the field when the thresholds are out of order or out of (0, 1]."""
@@ -70,6 +74,7 @@ class RebalanceSettings:
             raise ValueError(f"rebalance.quantile {self.quantile}: between 0 and 1")
         if self.max_per_run < 0 or self.max_per_owner < 0 or self.per_minute < 0:
             raise ValueError("rebalance.max_per_run, max_per_owner and per_minute must be >= 0")
+        check_rule(self.evict_local_storage, "rebalance.evict_local_storage")
 
 
 @dataclass(frozen=True)

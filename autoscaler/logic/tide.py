@@ -17,6 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
+from contracts.eviction_markers import check_rule
 from predictor.durations import parse_duration
 
 LEND, RETURN = "lend", "return"
@@ -56,6 +57,9 @@ class TideSettings:
     # clear of the online side (calibrated only: a one-node wiggle is noise, not a ramp)
     return_slack: int = 1
     evictions_per_minute: int = 5  # the shared Evictor's limit for tide drains
+    # online pods with emptyDir/hostPath volumes lose that data when a lent node is drained: "never"
+    # (kept, and the node is not lent), "memory" (emptyDir in memory may go) or "always"
+    evict_local_storage: str = "never"
     moved_annotation: str = "tidewise.io/tide-moved-at"  # on each node: when Tidewise last moved it (dwell)
 
     def check(self) -> None:
@@ -74,6 +78,7 @@ class TideSettings:
                 raise ValueError(f"{name} {value!r} must be a {'whole ' if name == 'return_slack' else ''}number")
         if self.margin not in ("calibrated", "fixed"):
             raise ValueError(f"margin {self.margin!r} must be 'calibrated' or 'fixed'")
+        check_rule(self.evict_local_storage, "evict_local_storage")
         if not 0 < self.error_quantile < 1:
             raise ValueError(f"error_quantile {self.error_quantile} must be between 0 and 1")
         if not self.error_days > 0 or self.pack_headroom < 0 or self.return_slack < 0:

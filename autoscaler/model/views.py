@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from autoscaler.model.cluster import Obj, container_requests, meta
-from contracts.qos import raw_level
+from contracts.qos import QOS_ANNOTATION, QosReporter, parse_qos, qos_level
 from contracts.quantity import to_units
 from predictor.history import History
 from predictor.types import SeriesKey
@@ -108,8 +108,9 @@ class PodView(ObjectView):
         return f"{m.get('namespace')}/{m.get('name')}"
 
     def qos(self, annotation: str) -> str:
-        """The Katalyst QoS level as written (`shared_cores` when absent)."""
-        return raw_level(self.annotations, annotation)
+        """The Katalyst QoS level as every component reads it (`contracts.qos.parse_qos`: padded or
+        wrong-case names accepted, an unknown level `shared_cores`, `shared_cores` when absent)."""
+        return qos_level(self.annotations, annotation).value
 
     def requests(self) -> tuple[int, int]:
         """(millicpu, bytes) the pod's containers request in total."""
@@ -138,6 +139,19 @@ class NodeView(ObjectView):
             return int((self.annotations or {}).get(annotation))  # type: ignore[arg-type]
         except (TypeError, ValueError):
             return 0
+
+
+def report_qos(pods: list[Obj], reporter: QosReporter, annotation: str = QOS_ANNOTATION) -> int:
+    """Logs (once per pod, through `reporter`) each pod whose QoS annotations are malformed and how
+    every decision reads it; returns how many pods of `pods` have such annotations."""
+    bad = 0
+    for pod in pods:
+        view = PodView(pod)
+        spec = parse_qos(view.annotations, annotation)
+        if spec.problem is not None:
+            bad += 1
+            reporter.report(view.label, spec)
+    return bad
 
 
 def pod_template_requests(workload: Obj) -> dict[str, int]:

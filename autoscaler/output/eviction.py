@@ -3,7 +3,10 @@ the API server enforces PodDisruptionBudgets; dry-run unless told otherwise; rat
 outcome with its reason. Rebalancing hot nodes and handing tide nodes back both go through here.
 
 `movable(pod)` is the safety list: a pod that would not come back (no controller, a DaemonSet's,
-a static/mirror pod), a system pod or a dedicated (whole-core/NUMA) pod is never chosen."""
+a static/mirror pod), a system pod or a dedicated (whole-core/NUMA) pod (its level read by the one
+fail-closed parser, `contracts.qos.parse_qos`) is never chosen; nor a pod the cluster's markers keep
+(`contracts/eviction_markers.py`: `safe-to-evict: "false"`, any false `tidewise.io/evict`, local
+storage unless `evict_local_storage` allows it)."""
 from __future__ import annotations
 
 import collections
@@ -13,26 +16,29 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from contracts.kube_errors import KubeError, NotFound, TooManyRequests
-from contracts.qos import QOS_ANNOTATION, QosLevel, raw_level
+from contracts.eviction_markers import OPT_OUT, annotation_refusal, storage_refusal
+from contracts.qos import QOS_ANNOTATION, QosLevel, qos_level
 
 log = logging.getLogger(__name__)
 
 SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
-OPT_OUT = "tidewise.io/evict"  # "false" on a pod: never moved by Tidewise
+__all__ = ["OPT_OUT", "Evictor", "Move", "Outcome", "movable"]  # OPT_OUT: "false" (any false word) on a pod
 MIRROR = "kubernetes.io/config.mirror"
 
 
-def movable(pod: Mapping[str, Any]) -> str | None:
-    """None when `pod` may be moved, else why not (one short phrase, for the reason)."""
+def movable(pod: Mapping[str, Any], local_storage: str = "never") -> str | None:
+    """None when `pod` may be moved, else why not (one short phrase, for the reason). The pods every
+    node runs (system, static, DaemonSet, finished) are named before the markers, so that tide can
+    tell them from the online pods that keep a node from being lent; `local_storage` is one of
+    `contracts.eviction_markers.LOCAL_STORAGE_RULES`."""
     md = pod.get("metadata") or {}
     annotations = md.get("annotations") or {}
     spec = pod.get("spec") or {}
     if md.get("namespace") in SYSTEM_NAMESPACES or str(spec.get("priorityClassName", "")).startswith("system-"):
         return "system pod"
-    if raw_level(annotations, QOS_ANNOTATION) in (QosLevel.SYSTEM.value, QosLevel.DEDICATED.value):
-        return f"{raw_level(annotations, QOS_ANNOTATION)} pod"
-    if str(annotations.get(OPT_OUT, "")).lower() == "false":
-        return f"opted out ({OPT_OUT}: false)"
+    level = qos_level(annotations, QOS_ANNOTATION)
+    if level in (QosLevel.SYSTEM, QosLevel.DEDICATED):
+        return f"{level.value} pod"
     if MIRROR in annotations:
         return "static pod"
     owners = [o for o in md.get("ownerReferences") or [] if o.get("controller")]
@@ -42,7 +48,7 @@ def movable(pod: Mapping[str, Any]) -> str | None:
         return "DaemonSet pod"
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return "already finished"
-    return None
+    return annotation_refusal(annotations) or storage_refusal(pod, local_storage)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from autoscaler.logic.guardrails import Cooldown, is_stale
 from autoscaler.logic.hpa import Stabilizer
 from autoscaler.model.cluster import ClusterState
 from autoscaler.model.ihpa import KIND as IHPA_KIND, IhpaView
-from autoscaler.model.views import HpaView, VpaView, WorkloadKey, WorkloadSeries, index_series
+from autoscaler.model.views import HpaView, VpaView, WorkloadKey, WorkloadSeries, index_series, report_qos
 from autoscaler.output.sinks import DRY_RUN, NOT_FOUND, WRITTEN, Sink
 from autoscaler.routines.changes import apply_guardrails, write_all
 from autoscaler.routines.context import (FROZEN, KILLED, OK, ClusterReader, Forecaster, Freeze, RunContext,
@@ -38,6 +38,7 @@ from autoscaler.routines.recommend import Recommender
 from autoscaler.routines.spd import SpdProfiles
 from autoscaler.routines.tide import TideStep
 from autoscaler.settings import ServeSettings
+from contracts.qos import QosReporter
 from predictor.forecasting import ForecastRequest, forecast_history
 from predictor.history import History
 from predictor.sources.base import HistorySource
@@ -86,6 +87,7 @@ class ServingLoop:
         self.forecast_cache = ForecastCache()  # see LoopSettings.forecast_refresh
         self.decision_time = DecisionTimeServing()  # per-series calibration of decision-time forecasts
         self.spd = SpdProfiles()  # Katalyst SPDs: each workload's profile, built once a day
+        self.qos_reports = QosReporter(logger=log)  # each pod's malformed QoS annotations, logged once
         self.rebalancer = Rebalancer(settings.rebalance, self.step, evictor, sink)  # `evictor` None: dry-run
         self.tide = TideStep(settings, sink, evictor)  # tidal node pools (issue 17); writes only with loop.apply
         self.failures = 0
@@ -205,6 +207,7 @@ class ServingLoop:
         except Exception as exc:  # noqa: BLE001
             raise Freeze(f"cluster could not be read: {exc}") from exc
         ctx.read(state)
+        report_qos(state.pods, self.qos_reports, self.settings.reclaim.qos_annotation)
         rep.drifted.update(self.memory.forget_changed_outside(state, self.settings.reclaim))
         return f"{len(state.vpas)} VPA, {len(state.hpas)} HPA, {len(state.workloads)} workloads, " \
                f"{len(state.pods)} pods, {len(state.nodes)} nodes"

@@ -139,7 +139,7 @@ def _candidate(pod: Obj, ctx: RunContext, s: RebalanceSettings, steps: int, allo
         demand[0][0] = max(demand[0][0], now_cpu)
         demand[1][0] = max(demand[1][0], now_mem)
     return Candidate(view.namespace, view.name, _owner(pod, state), view.qos(QOS_ANNOTATION), demand[0], demand[1],
-                     movable(pod), _budget(pod, allowed, selectors), note)
+                     movable(pod, s.evict_local_storage), _budget(pod, allowed, selectors), note)
 
 
 class Rebalancer:

@@ -133,7 +133,7 @@ class TideStep:
 
     def _tide_node(self, node: Obj, pool: TidePool, pods: list[Obj]) -> TideNode:
         online = [p for p in pods if not _batch(p)]
-        why = {PodView(p).label: movable(p) for p in online}
+        why = {PodView(p).label: movable(p, self.settings.tide.evict_local_storage) for p in online}
         blocked = [f"{k}: {v}" for k, v in why.items() if v is not None and v not in EVERY_NODE]
         return TideNode(NodeView(node).name, pool.is_lent(node),
                         online_pods=sum(1 for v in why.values() if v is None),
@@ -190,11 +190,11 @@ class TideStep:
             (lending if lent else returning).append(n.name)
         for name in returning:
             for p in pods_on.get(name, []):
-                if _batch(p) and movable(p) is None:
+                if _batch(p) and movable(p, self.settings.tide.evict_local_storage) is None:
                     self._evict(p, name, f"tide node handed back to online service (pool {pool.name})", entry)
         for name in lending:
             for p in pods_on.get(name, []):
-                if not _batch(p) and movable(p) is None:
+                if not _batch(p) and movable(p, self.settings.tide.evict_local_storage) is None:
                     self._evict(p, name, f"tide node lent to batch (pool {pool.name}): online pods leave", entry)
 
     def _evict(self, pod: Obj, node: str, reason: str, entry: dict[str, Any]) -> None:

@@ -7,12 +7,21 @@ pods first, then the others by priority (lowest first) and memory usage (largest
 watermark deficit (at least one); `enforce.evictor` applies the rate limit and calls the API.
 Memory PSI alone (free memory above the watermark) evicts batch only: the stalls are the cost of
 reclaim, which removing a `reclaimed_cores` pod relieves, and not a reason to stop an online pod.
+
+The cluster's markers (`contracts/eviction_markers.py`: `safe-to-evict: "false"`, a false
+`tidewise.io/evict`) keep a `shared_cores` pod from being chosen, as they keep it from serve's
+moves. They do not protect a `reclaimed_cores` pod: batch runs on borrowed resources, and evicting
+it under memory pressure is the safety that lets it borrow (a marker cannot buy more protection
+than its level gives, as a malformed annotation cannot). Local storage is not a marker here: the
+kubelet's own pressure eviction, the alternative, loses it too. Each pod's level is the one the
+allocation resolved (`contracts.qos.parse_qos`, fail-closed).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from contracts.eviction_markers import annotation_refusal
 from contracts.qos import QosLevel
 from node_enforcer.model.pod import Pod
 from node_enforcer.model.pressure import Pressure
@@ -52,7 +61,8 @@ def choose_victims(p: Pressure, pods: Sequence[Pod], allocation: CpuAllocation, 
         return []
     qos = {a.uid: a.qos for a in allocation.pods}
     candidates = [pod for pod in pods if qos.get(pod.uid, QosLevel.SHARED.value) not in NEVER_EVICTED
-                  and (deficit > 0 or qos.get(pod.uid) == QosLevel.RECLAIMED.value)]
+                  and (deficit > 0 or qos.get(pod.uid) == QosLevel.RECLAIMED.value)
+                  and (qos.get(pod.uid) == QosLevel.RECLAIMED.value or annotation_refusal(pod.annotations) is None)]
     candidates.sort(key=lambda pod: (qos.get(pod.uid) != QosLevel.RECLAIMED.value, pod.priority,
                                      -usage.get(pod.uid, 0), pod.key))
     out, freed = [], 0

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 from contracts.errors import InputError
 from contracts.quantity import parse_memory_bytes
 from node_enforcer.model.devices import BlockDevice
-from node_enforcer.model.qos import json_object_annotation
+from contracts.qos import json_object_annotation
 
 IO_ANNOTATION = "tidewise.io/io-limits"
 LIMIT_KEYS = ("read_bps", "write_bps", "read_iops", "write_iops")

@@ -153,7 +153,7 @@ def _place(pod: Pod, spec: QosSpec, pools: _Pools, topology: Topology, s: Policy
     all_mems = frozenset(topology.numa_nodes)
     notes: list[str] = []
     if spec.problem:
-        notes.append(f"malformed annotation, treated as shared_cores: {spec.problem}")
+        notes.append(f"malformed annotation, treated as {spec.level.value}: {spec.problem}")
     if pod.uid in pools.dedicated:
         cpus = pools.dedicated[pod.uid]
         if len(cpus) * 1000 != pod.cpu_request_millis:

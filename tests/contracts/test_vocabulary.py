@@ -5,7 +5,7 @@ import pytest
 
 from contracts.errors import InputError, TidewiseError
 from contracts.kube_errors import Conflict, Forbidden, KubeError, NotFound, TooManyRequests, error_for_status
-from contracts.qos import QOS_ANNOTATION, QosLevel, is_reclaimed, raw_level
+from contracts.qos import QOS_ANNOTATION, QosLevel, is_reclaimed, qos_level
 from contracts.reclaim import NumaReclaim, ReclaimPlan, plan_document, plan_from_annotation, plan_from_dict
 
 AT = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.timezone.utc)
@@ -33,7 +33,7 @@ def test_kube_errors_keep_their_status_and_retry_after():
 
 def test_qos_level_is_read_as_katalyst_writes_it():
     assert QosLevel.SHARED == "shared_cores" and QosLevel("reclaimed_cores") is QosLevel.RECLAIMED
-    assert raw_level(None) == "shared_cores" and raw_level({QOS_ANNOTATION: "dedicated_cores"}) == "dedicated_cores"
+    assert qos_level(None) is QosLevel.SHARED and qos_level({QOS_ANNOTATION: "dedicated_cores"}) is QosLevel.DEDICATED
     assert is_reclaimed({QOS_ANNOTATION: "reclaimed_cores"}) and not is_reclaimed({})
     assert is_reclaimed({"x/qos": "reclaimed_cores"}, key="x/qos")
 

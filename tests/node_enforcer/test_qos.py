@@ -34,7 +34,8 @@ def test_enhancements_katalyst_strings_and_booleans():
 MALFORMED = [
     ({QOS_ANNOTATION: "gold"}, "is not one of"),
     ({QOS_ANNOTATION: ""}, "is not one of"),
-    ({QOS_ANNOTATION: "Dedicated_Cores"}, "is not one of"),
+    ({QOS_ANNOTATION: "dedicated-cores"}, "is not one of"),
+    ({QOS_ANNOTATION: 7}, "is not one of"),
     ({CPU_ENHANCEMENT: "{numa_binding: true}"}, "not JSON"),
     ({MEMORY_ENHANCEMENT: '["numa_binding"]'}, "JSON object"),
     ({MEMORY_ENHANCEMENT: '"true"'}, "JSON object"),
@@ -59,11 +60,21 @@ MALFORMED = [
 
 
 @pytest.mark.parametrize("annotations,message", MALFORMED)
-def test_malformed_is_shared_with_reason(annotations, message):
+def test_malformed_keeps_the_declared_level_without_enhancements(annotations, message):
+    """Fail closed: an unknown level reads as shared_cores; a malformed enhancement drops every
+    enhancement and reads the lesser of the level and shared (a reclaimed pod stays reclaimed)."""
     spec = parse_qos(annotations)
-    assert spec.level is QosLevel.SHARED
+    declared = annotations.get(QOS_ANNOTATION)
+    assert spec.level is (QosLevel.RECLAIMED if declared == "reclaimed_cores" else QosLevel.SHARED)
     assert not spec.numa_binding and not spec.numa_exclusive and spec.oom_priority is None
-    assert spec.problem and message in spec.problem
+    assert spec.cpuset_pool is None and spec.problem and message in spec.problem
+
+
+@pytest.mark.parametrize("written,level", [("dedicated_cores ", QosLevel.DEDICATED), ("System_Cores\n", QosLevel.SYSTEM),
+                                           ("\tRECLAIMED_CORES", QosLevel.RECLAIMED), (" shared_cores ", QosLevel.SHARED)])
+def test_padded_and_wrong_case_names_are_the_level(written, level):
+    spec = parse_qos({QOS_ANNOTATION: written})
+    assert spec.level is level and spec.problem is None
 
 
 def test_malformed_logged_once_per_pod_with_its_name(caplog):
@@ -100,7 +111,9 @@ def test_any_annotation_never_crashes_and_problems_mean_shared(level, cpu, mem):
            if v is not None}
     spec = parse_qos(ann)
     if spec.problem:
-        assert spec.level is QosLevel.SHARED and spec.oom_priority is None and not spec.numa_binding
+        declared = level.strip().lower() if level is not None else "shared_cores"
+        assert spec.level is (QosLevel.RECLAIMED if declared == "reclaimed_cores" else QosLevel.SHARED)
+        assert spec.oom_priority is None and not spec.numa_binding and spec.cpuset_pool is None
     else:
         # a clean parse is internally consistent
         assert not spec.numa_exclusive or (spec.numa_binding and spec.level is QosLevel.DEDICATED)
