@@ -9,7 +9,7 @@ import yaml
 
 from tests.autoscaler.conftest import ROOT, validate_object
 
-FILES = ["deploy/serve.yaml", "deploy/serve-katalyst-rbac.yaml"]
+FILES = ["deploy/serve.yaml", "deploy/serve-katalyst-rbac.yaml", "deploy/serve-moves-rbac.yaml"]
 
 
 def docs(path):
@@ -53,7 +53,7 @@ def test_rbac_is_exactly_what_the_loop_uses():
         ("coordination.k8s.io", "leases", "update"),
         ("node.katalyst.kubewharf.io", "customnoderesources/status", "patch"),
         ("recommendation.katalyst.kubewharf.io", "resourcerecommends/status", "patch"),
-        ("", "pods/eviction", "create"),  # tide drains and rebalancing: the Eviction API honours budgets
+        ("", "pods/eviction", "create"),  # tide drains and rebalancing (serve-moves-rbac.yaml): budgets are honoured
         ("tide.katalyst.kubewharf.io", "tidenodepools/status", "patch"),
         # Katalyst SPDs of opted-in workloads (created when missing) and IHPA status (docs/katalyst-objects.md)
         ("workload.katalyst.kubewharf.io", "serviceprofiledescriptors", "create"),
