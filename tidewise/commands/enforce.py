@@ -284,8 +284,7 @@ def _driver(s: "EnforcerSettings") -> "CgroupDriver":
 
 
 def _kube_api(s: "EnforcerSettings", node: str, plan_from: str, kubeconfig: str | None) -> "KubeApi | None":
-    """The Kubernetes API client, only when the pods, the plan or evictions need it; bound to `node` (it
-    evicts only that node's pods and writes only that node's CustomNodeResource)."""
+    """The Kubernetes API client, only when the pods, the plan or evictions need it; bound to `node`."""
     if not (s.pods_from == "api" or plan_from == "api" or s.report_topology
             or (s.eviction_enabled and s.pods_from != "file")):
         return None
