@@ -1,6 +1,6 @@
 """Settings of the serving loop: one dataclass per concern, each field with a default, a unit and
 a reason. `tidewise serve` fills them once from the config file (section `serve:` with sub-sections
-`vpa`, `hpa`, `reclaim`, `guardrails`, `loop`) and the flags, then passes them down."""
+`vpa`, `hpa`, `reclaim`, `guardrails`, `loop`, `select`, ...) and the flags, then passes them down."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from autoscaler.katalyst_settings import IhpaSettings, SpdSettings
 from autoscaler.logic.rebalance import RebalanceSettings
 from autoscaler.logic.tide import TideSettings
+from autoscaler.selection import SelectSettings
 from contracts.qos import QOS_ANNOTATION, RECLAIMED_MEMORY, RECLAIMED_MILLICPU
 
 MIB = 2**20
@@ -183,3 +184,5 @@ class ServeSettings:
     ihpa: IhpaSettings = field(default_factory=IhpaSettings)  # Katalyst IntelligentHorizontalPodAutoscalers
     rebalance: RebalanceSettings = field(default_factory=RebalanceSettings)  # autoscaler/logic/rebalance.py
     tide: TideSettings = field(default_factory=TideSettings)  # autoscaler/logic/tide.py
+    # what serve may write (autoscaler/selection.py): VPAs/SPDs as they opt in, HPAs/Nodes/IHPAs/pools only when selected
+    select: SelectSettings = field(default_factory=SelectSettings)

@@ -52,7 +52,9 @@ def cluster_objects(cluster: SyntheticCluster, recommender: str = "tidewise") ->
                  "pods": "110"}
         objs.append({"apiVersion": "v1", "kind": "Node",
                      "metadata": {"name": n.name, "labels": {"kubernetes.io/hostname": n.name},
-                                  "annotations": {"tidewise.io/numa-nodes": str(n.numa_nodes)}},
+                                  # the demo cluster opts its nodes and HPAs in (serve.select, docs/serve-vpa.md)
+                                  "annotations": {"tidewise.io/numa-nodes": str(n.numa_nodes),
+                                                  "tidewise.io/manage": "true"}},
                      "status": {"capacity": cap, "allocatable": alloc}})
     for w in cluster.workloads:
         labels = {"app": w.name}
@@ -75,7 +77,8 @@ def cluster_objects(cluster: SyntheticCluster, recommender: str = "tidewise") ->
             # an HPA on CPU and a VPA on CPU fight; the VPA sizes memory only
             vpa_spec["resourcePolicy"] = {"containerPolicies": [{"containerName": "*", "controlledResources": ["memory"]}]}
             objs.append({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-                         "metadata": {"name": w.name, "namespace": w.namespace},
+                         "metadata": {"name": w.name, "namespace": w.namespace,
+                                      "annotations": {"tidewise.io/manage": "true"}},
                          # minReplicas 1: the user's floor; Tidewise raises it ahead of each peak
                          "spec": {"scaleTargetRef": ref, "minReplicas": 1, "maxReplicas": w.replicas * 4,
                                   "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {

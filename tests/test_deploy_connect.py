@@ -233,7 +233,9 @@ def test_the_reclaim_plan_has_a_writer_and_a_reader_with_their_grants():
     assert ("", "nodes", "get") in _grants(e_spec["serviceAccountName"], ns)
     serve = _grants(s_spec["serviceAccountName"], ns)
     assert ("", "nodes", "patch") in serve and ("", "nodes/status", "patch") in serve
-    assert s_args.apply, "serve must write (--apply) for the agents to get a plan"
+    # shipped in review mode (no --apply): the agents lend nothing until an operator adds --apply and
+    # selects nodes (serve.select.node, docs/serve-vpa.md "From review to apply"); that is fail closed
+    assert not s_args.apply, "serve starts in review mode"
     # serve publishes the plan with the node write: its shipped config must not turn that off
     cfg_mount, cfg_vol = _mount_of(s_spec, s_c, s_args.config)
     cm = _find("ConfigMap", cfg_vol["configMap"]["name"], ns)

@@ -72,11 +72,35 @@ def candidate_changes(rep: RunReport, state: ClusterState, memory: WriteMemory, 
     return changes
 
 
+def _subject(c: Change, state: ClusterState, before: dict[str, Any]) -> Any:
+    """The object whose labels, namespace and annotations decide whether `c` may be written: the live
+    object changed, or for a Katalyst CNR its Node and for a ResourceRecommend its VPA."""
+    if c.kind == "CustomNodeResource":
+        return before.get(f"Node/{c.name}") or next((n for n in state.nodes if meta(n).get("name") == c.name), None)
+    if c.kind == "ResourceRecommend":
+        return before.get(f"VerticalPodAutoscaler/{c.namespace}/{c.name}")
+    return before.get(c.key) or c.obj
+
+
+def not_selected(rep: RunReport, key: str, why: str, sink: Any = None) -> None:
+    """One unselected write: in the report's `skipped`, the log and the file sink's decisions.json."""
+    rep.skipped[key] = why
+    log.info("%s: %s", key, why)
+    reasons = getattr(sink, "reasons", None)
+    if isinstance(reasons, dict):
+        reasons[key] = {"skipped": why}
+
+
 def apply_guardrails(rep: RunReport, state: ClusterState, now: pd.Timestamp, memory: WriteMemory,
-                     cooldown: Cooldown, settings: ServeSettings, before: dict[str, Any]) -> str:
-    """Sets `rep.changes` to what may be written this run, `rep.held` to what a guardrail held."""
+                     cooldown: Cooldown, settings: ServeSettings, before: dict[str, Any], sink: Any = None) -> str:
+    """Sets `rep.changes` to what may be written this run, `rep.held` to what a guardrail held;
+    a change to an object outside `serve.select` is dropped and named in `rep.skipped`."""
     allowed = []
     for c in candidate_changes(rep, state, memory, settings, iso(now), before):
+        why = settings.select.why_not(c.kind, _subject(c, state, before))
+        if why is not None:
+            not_selected(rep, c.key, why, sink)
+            continue
         if memory.already_written(c):
             continue
         if cooldown.allows(c.key, now, c.safe_direction):

@@ -88,7 +88,8 @@ class ServingLoop:
         self.decision_time = DecisionTimeServing()  # per-series calibration of decision-time forecasts
         self.spd = SpdProfiles()  # Katalyst SPDs: each workload's profile, built once a day
         self.qos_reports = QosReporter(logger=log)  # each pod's malformed QoS annotations, logged once
-        self.rebalancer = Rebalancer(settings.rebalance, self.step, evictor, sink)  # `evictor` None: dry-run
+        self.rebalancer = Rebalancer(settings.rebalance, self.step, evictor, sink,  # `evictor` None: dry-run
+                                     select=settings.select)
         self.tide = TideStep(settings, sink, evictor)  # tidal node pools (issue 17); writes only with loop.apply
         self.failures = 0
         self.last_report: RunReport | None = None
@@ -294,7 +295,8 @@ class ServingLoop:
         return detail + self.spd.run(rep, ctx, s.spd, s.loop.history_window)  # opted-in workloads' SPDs
 
     def _step_guardrails(self, rep: RunReport, ctx: RunContext) -> str:
-        return apply_guardrails(rep, ctx.state, ctx.now, self.memory, self.cooldown, self.settings, ctx.before)
+        return apply_guardrails(rep, ctx.state, ctx.now, self.memory, self.cooldown, self.settings, ctx.before,
+                                self.sink)
 
     def _step_write(self, rep: RunReport, ctx: RunContext) -> str:
         if rep.outcome == KILLED:

@@ -21,6 +21,7 @@ from autoscaler.logic.rebalance import Candidate, NodeLoad, RebalancePlan, Rebal
 from autoscaler.model.cluster import ClusterState, Obj, meta
 from autoscaler.model.views import NodeView, PodView, WorkloadSeries
 from autoscaler.output.eviction import Evictor, Move, Outcome, movable
+from autoscaler.routines.changes import not_selected
 from autoscaler.routines.context import KILLED, RunContext, RunReport
 from contracts.qos import QOS_ANNOTATION
 from predictor.history import History
@@ -146,8 +147,9 @@ class Rebalancer:
     """The step; keeps the Evictor (its per-minute window spans runs)."""
 
     def __init__(self, settings: RebalanceSettings, step: pd.Timedelta, evictor: Evictor | None = None,
-                 sink: Any = None):
+                 sink: Any = None, select: Any = None):
         self.settings = settings
+        self.select = select  # serve.select (autoscaler/selection.py): pods move only off selected nodes
         self.step = step
         # no evictor given: a dry-run one (sends nothing, so it needs no cluster)
         self.evictor = evictor if evictor is not None else Evictor(None, dry_run=True, per_minute=settings.per_minute)
@@ -165,6 +167,7 @@ class Rebalancer:
             log.exception("rebalance not planned")
             rep.skipped["rebalance"] = f"{type(exc).__name__}: {exc}"
             return f"not planned: {exc}"
+        self._selected_only(plan, rep, ctx)
         result = RebalanceResult(plan)
         for m in plan.moves:
             out = self.evictor.evict(Move(m.namespace, m.pod, m.node, m.reason))
@@ -180,3 +183,17 @@ class Rebalancer:
             done[o.result] = done.get(o.result, 0) + 1
         return f"{len(plan.hot)} hot nodes, {len(plan.moves)} moves " \
                f"({', '.join(f'{k} {v}' for k, v in sorted(done.items())) or 'none'}), {len(plan.kept)} pods kept"
+
+    def _selected_only(self, plan: RebalancePlan, rep: RunReport, ctx: RunContext) -> None:
+        """Drops the moves off nodes outside serve.select.node; each is named in `rep.skipped`."""
+        if self.select is None:
+            return
+        nodes = {meta(n).get("name"): n for n in ctx.state.nodes}
+        keep = []
+        for m in plan.moves:
+            why = self.select.why_not("Node", nodes.get(m.node))
+            if why is None:
+                keep.append(m)
+            else:
+                not_selected(rep, f"Eviction/{m.namespace}/{m.pod}", f"node {m.node} {why}", self.sink)
+        plan.moves = keep

@@ -27,6 +27,7 @@ from autoscaler.model.tide_pool import TidePool, node_patch
 from autoscaler.model.views import NodeView, PodView
 from autoscaler.output.eviction import Evictor, Move, movable
 from autoscaler.output.sinks import DRY_RUN, FAILED, WRITTEN, WriteResult
+from autoscaler.routines.changes import not_selected
 from autoscaler.routines.context import KILLED, RunContext, RunReport, iso, parse_duration
 from autoscaler.routines.tide_demand import NoForecast, pool_online_demand
 from autoscaler.routines.tide_margin import TideMargins
@@ -72,6 +73,10 @@ class TideStep:
         claimed: set[str] = set()  # a node two pools select belongs to the first by name, never to both
         for obj in sorted(pools, key=lambda o: str(meta(o).get("name"))):
             key = f"TideNodePool/{meta(obj).get('name')}"
+            why = self.settings.select.why_not("TideNodePool", obj)
+            if why is not None:  # neither its nodes relabelled or drained nor its status written
+                not_selected(rep, key, why, self.sink)
+                continue
             try:
                 entry = self._pool(TidePool.from_object(obj), rep, ctx, claimed)
             except (ValueError, NoForecast) as exc:

@@ -76,7 +76,7 @@ def test_deployment_runs_serve_as_non_root_with_probes_and_valid_arguments():
     from tidewise.cli import build_parser
 
     args = build_parser().parse_args(c["args"])
-    assert args.command == "serve" and args.apply and args.source == "prometheus"
+    assert args.command == "serve" and not args.apply and args.source == "prometheus"  # review mode first
     assert args.port == c["ports"][0]["containerPort"]
     cm = next(o for o in docs("deploy/serve.yaml") if o["kind"] == "ConfigMap")
     assert args.kill_switch == "/etc/tidewise/kill-switch" and "kill-switch" in cm["data"]

@@ -23,7 +23,8 @@ def ihpa_like(hpa, name="frontend-ihpa", strategy=None, metrics=None):
     spec = copy.deepcopy(hpa["spec"])
     tpl = {k: spec[k] for k in ("scaleTargetRef", "minReplicas", "maxReplicas") if k in spec}
     tpl["metrics"] = metrics if metrics is not None else [{"metric": m} for m in spec["metrics"]]
-    out = {"apiVersion": API, "kind": KIND, "metadata": {"name": name, "namespace": hpa["metadata"]["namespace"]},
+    out = {"apiVersion": API, "kind": KIND, "metadata": {"name": name, "namespace": hpa["metadata"]["namespace"],
+                                                    "annotations": {"tidewise.io/manage": "true"}},  # opted in
            "spec": {"autoscaler": tpl, "algorithmConfig": {
                "method": "tidewise", "resyncPeriod": 60, "timeWindow": {
                    "aggregator": "max", "historySteps": 288, "input": 300, "output": 3600, "predictionSteps": 12}}}}

@@ -24,7 +24,8 @@ ON, OFF, TIDE = "tide.example.com/online", "tide.example.com/offline", "tide.exa
 EVICT_ON = {"key": "tide.example.com/evict-online", "value": "true", "effect": "NoSchedule"}
 EVICT_OFF = {"key": "tide.example.com/evict-offline", "value": "true", "effect": "NoSchedule"}
 GPU = {"key": "gpu", "value": "true", "effect": "NoSchedule"}  # someone else's taint: kept
-POOL = {"apiVersion": "tide.katalyst.kubewharf.io/v1alpha1", "kind": "TideNodePool", "metadata": {"name": "pool-a"},
+POOL = {"apiVersion": "tide.katalyst.kubewharf.io/v1alpha1", "kind": "TideNodePool",
+        "metadata": {"name": "pool-a", "annotations": {"tidewise.io/manage": "true"}},  # opted in (serve.select)
         "spec": {"nodeConfigs": {"nodeSelector": {"pool": "a"}, "reserve": {"online": 1, "offline": 0},
                                  "onlineLabel": {"key": ON, "value": "true"},
                                  "offlineLabel": {"key": OFF, "value": "true"},
@@ -287,7 +288,7 @@ def test_pods_pending_on_no_node_count_as_demand_on_the_pool(api):
 
 
 def test_a_node_two_pools_select_is_moved_by_one_only(api):
-    other = {**POOL, "metadata": {"name": "pool-b"},
+    other = {**POOL, "metadata": {**POOL["metadata"], "name": "pool-b"},
              "spec": {**POOL["spec"], "nodeConfigs": {**POOL["spec"]["nodeConfigs"], "nodeSelector": {"pool": "a"},
                                                       "reserve": {"online": 0}}}}
     fake, kube = api(night_objects() + [other])

@@ -3,6 +3,7 @@ resources. Dry-run by default; `--apply` writes to the cluster."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -73,7 +74,7 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
     from tidewise.config import settings_from
 
     section = dict((args.settings or {}).get("serve") or {})
-    known = {"vpa", "hpa", "reclaim", "guardrails", "loop", "rebalance", "tide", "spd", "ihpa"}
+    known = {"vpa", "hpa", "reclaim", "guardrails", "loop", "rebalance", "tide", "spd", "ihpa", "select"}
     if set(section) - known:
         raise InputError(f"config section 'serve': unknown key(s) {sorted(set(section) - known)}; known: {sorted(known)}")
     from autoscaler.logic.rebalance import RebalanceSettings
@@ -95,6 +96,7 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
     from autoscaler.katalyst_settings import IhpaSettings, SpdSettings
 
     return ServeSettings(
+        select=_select(section.get("select")),
         spd=settings_from(SpdSettings, section.get("spd"), "serve.spd"),
         ihpa=settings_from(IhpaSettings, section.get("ihpa"), "serve.ihpa"),
         rebalance=rebalance,
@@ -108,6 +110,24 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
                            forecast_model=args.model, registry_key_file=args.registry_key,
                            apply=True if args.apply else None),
     )
+
+
+def _select(section: dict | None):  # -> SelectSettings
+    """`serve.select`: per kind `all`, `namespaces`, `selector` (autoscaler/selection.py), and `annotation`."""
+    from autoscaler.selection import KindSelection, SelectSettings
+    from contracts.errors import InputError
+    from tidewise.config import settings_from
+
+    section = dict(section or {})
+    kinds = {f.name for f in dataclasses.fields(SelectSettings)} - {"annotation"}
+    for key, value in section.items():
+        if key in kinds and value is not None and not isinstance(value, dict):
+            raise InputError(f"config section 'serve.select.{key}' must be a mapping (all, namespaces, selector), "
+                             f"not {type(value).__name__}")
+    kinds_given = {k: settings_from(KindSelection, {**(v or {}), "kind": k}, f"serve.select.{k}")
+                   for k, v in section.items() if k in kinds}
+    return settings_from(SelectSettings, {k: v for k, v in section.items() if k not in kinds}, "serve.select",
+                         **kinds_given)
 
 
 def _metrics_address(args: argparse.Namespace) -> tuple[str, int]:
