@@ -1,20 +1,21 @@
-# The image of deploy/serve.yaml (and of the other Tidewise workloads): `tidewise` as entry point.
-# Build: docker build -t ghcr.io/tidewise/tidewise:0.1.0 .
-# Stage 1 builds a virtualenv (wheels that need a compiler are built here); stage 2 copies only
-# that virtualenv onto a slim Python: no compiler, no pip cache, no sources, a non-root user.
+# The image of every Tidewise workload in deploy/ (serve, enforce, extender, train): `tidewise` as
+# entry point. Build, push and pin by digest: README.md, "The container image".
+# Stage 1 copies the whole build context (what .dockerignore leaves: no virtualenvs, models, outputs
+# or .git), builds the project's wheel from it and installs that wheel into a virtualenv: whatever
+# [tool.setuptools.packages.find] in pyproject.toml includes is in the image, with no list here to
+# keep in step (wheels of dependencies that need a compiler are built here too). Stage 2 copies only
+# that virtualenv onto a slim Python: no compiler, no pip, no sources, a non-root user.
+# tests/integration/test_image.py replays this build (no Docker engine needed) and runs every
+# deploy/ command line against the result.
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN apt-get update && apt-get install -y --no-install-recommends build-essential \
     && rm -rf /var/lib/apt/lists/*
-RUN python -m venv /opt/tidewise
 WORKDIR /src
-COPY pyproject.toml README.md ./
-COPY predictor predictor
-COPY training training
-COPY autoscaler autoscaler
-COPY node_enforcer node_enforcer
-COPY tidewise tidewise
-RUN /opt/tidewise/bin/pip install . \
+COPY . .
+RUN python -m venv /opt/tidewise \
+    && /opt/tidewise/bin/pip wheel --no-deps --wheel-dir /src/dist . \
+    && /opt/tidewise/bin/pip install /src/dist/tidewise-*.whl \
     && /opt/tidewise/bin/pip uninstall -y pip setuptools wheel
 
 FROM python:3.11-slim
