@@ -6,7 +6,9 @@
 #   .venv-user     pip install . (no extras)           exactly what a user gets; runs the installed-package test
 #   .venv-bench    pip install -e '.[test,bench]'      the benchmarks' extra (statsforecast pins pandas<3)
 # `make test` runs the whole suite under .venv and .venv-pandas2, then the installed-package test
-# (tests/integration/test_installed.py) against .venv-user's `tidewise`.
+# (tests/integration/test_installed.py) against .venv-user's `tidewise`, then the image test
+# (tests/integration/test_image.py: the Dockerfile's build replayed into a bare virtualenv of its own,
+# so it runs once, here, and not under each suite virtualenv).
 PY ?= python3
 HASH := $(shell cat pyproject.toml | sha1sum | cut -c1-12)
 VENV := .venv
@@ -14,6 +16,7 @@ BIN := $(VENV)/bin
 PD2 := .venv-pandas2
 USER_VENV := .venv-user
 BENCH := .venv-bench
+IMAGE_TEST := tests/integration/test_image.py
 PIP_Q := pip install -q --disable-pip-version-check
 
 .PHONY: demo test test-main test-pandas2 test-installed user-install bench install system-deps lint clean
@@ -57,15 +60,17 @@ test: test-main test-pandas2 test-installed
 
 test-main: install system-deps
 	@echo "== the suite under today's releases: $$($(BIN)/python -c 'import pandas; print("pandas", pandas.__version__)')"
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --ignore=$(IMAGE_TEST)
 
 test-pandas2: $(PD2)/.installed-$(HASH) system-deps
 	@echo "== the suite under the previous pandas major: $$($(PD2)/bin/python -c 'import pandas; print("pandas", pandas.__version__)')"
-	$(PD2)/bin/python -m pytest -q -p no:cacheprovider
+	$(PD2)/bin/python -m pytest -q -p no:cacheprovider --ignore=$(IMAGE_TEST)
 
 test-installed: install user-install system-deps
 	@echo "== the installed package (pip install ., no extras): $$($(USER_VENV)/bin/python -c 'import pandas; print("pandas", pandas.__version__)')"
 	TIDEWISE_INSTALLED=$(abspath $(USER_VENV))/bin $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_installed.py
+	@echo "== the image: the Dockerfile's build replayed into a bare virtualenv, every deploy/ command line run in it"
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(IMAGE_TEST)
 
 bench: $(BENCH)/.installed-$(HASH)
 	$(BENCH)/bin/python -m benchmarks.run
