@@ -125,6 +125,25 @@ def format_units(resource: str, units: int) -> str:
     return format_millicpu(units) if resource == "cpu" else format_bytes(units)
 
 
+class AbsurdScale(ValueError):
+    """A figure no Kubernetes object can carry sensibly: a unit mistake in the input (nanocores read
+    as cores, bytes as KiB). `autoscaler.logic.hpa.TooManyReplicas` is the replica-count case."""
+
+
+# The largest machines sold have ~2,000 cores and ~32 TiB: a container using a million cores or a
+# PiB is a unit mistake, and a request built on it (3.3e300 cores once went out with exit 0) is none.
+MAX_CPU_CORES = 1e6
+MAX_MEMORY_BYTES = float(2**50)
+
+
+def check_usage_scale(resource: str, peak: float) -> None:
+    """AbsurdScale unless a usage peak (cores for cpu, bytes for the rest) is below the bound above."""
+    limit, unit = (MAX_CPU_CORES, "cores") if resource == "cpu" else (MAX_MEMORY_BYTES, "bytes (1 PiB)")
+    if not peak <= limit:  # also refuses nan and inf
+        raise AbsurdScale(f"peak {resource} usage {peak:.3g} is above {limit:,.0f} {unit}, more than any "
+                          "machine holds; check the units of the values (cores for cpu, bytes for memory)")
+
+
 def usage_to_units(resource: str, usage: float) -> int:
     """A usage figure as the series carry it (cores for cpu, bytes for memory) -> integer units."""
     return cores_to_millicpu(usage) if resource == "cpu" else bytes_ceil(usage)

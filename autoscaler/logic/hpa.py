@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from contracts.quantity import to_units
+from contracts.quantity import AbsurdScale, to_units
 
 
 # Kubernetes counts replicas in an int32 (spec.replicas, minReplicas, maxReplicas): a demand that
@@ -21,7 +21,7 @@ from contracts.quantity import to_units
 MAX_REPLICAS = 2**31 - 1
 
 
-class TooManyReplicas(ValueError):
+class TooManyReplicas(AbsurdScale):
     """A demand whose replica count does not fit Kubernetes' int32 (a unit mistake in the input)."""
 
 

@@ -98,12 +98,16 @@ class RunReport:
 
     def problems(self) -> list[str]:
         """Why this run fell short (empty for a good one; `serve --once` exits 1 on any): a frozen
-        run decided nothing, a kill switch that is not a deliberate `stop` is a fault, and every
-        write that did not land is named."""
+        run decided nothing, a kill switch that is not a deliberate `stop` is a fault, every write
+        that did not land is named, and so is a `--registry` with no usable version."""
         out = []
         if self.outcome == FROZEN or (self.outcome == KILLED and not self.kill_deliberate):
             out.append(f"{self.outcome}: {self.reason}")
         out.extend(f"{r.key}: {r.outcome}{' (' + r.detail + ')' if r.detail else ''}" for r in self.failed_writes())
+        # `--registry` given but no version loaded, now or before (the loop's registry step files the
+        # refusal under "registry DIR"): the run forecast statelessly, not with the models asked for
+        out.extend(f"{key}: no usable version ({why}); forecasts were stateless"
+                   for key, why in self.skipped.items() if key.startswith("registry ") and self.registry == "none")
         return out
 
     def summary(self) -> str:

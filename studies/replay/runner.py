@@ -9,11 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, cast
 
+import numpy as np
 import pandas as pd
 
 from autoscaler.logic.hpa import TooManyReplicas, check_replica_scale, simulate_reactive_hpa
 from autoscaler.settings import HpaSettings, VpaSettings
 from contracts.errors import InputError
+from contracts.quantity import AbsurdScale, check_usage_scale
 from studies.replay.decision_time import BACKEND, DecisionTimeForecaster, DecisionTimeTrainer, hpa_span
 from studies.replay.decisions import STEP, DailyChoiceForecaster, replay_hpa, replay_vpa_decisions, replay_vpa_default
 from studies.replay.inputs import ReplayInput
@@ -49,13 +51,24 @@ class ReplaySettings:
         return max(1, int(self.stabilization / MINUTE))
 
 
-def check_scales(data: ReplayInput, target_utilization: float, path: str) -> None:
-    """Refuse, before any work, a series whose replica count would be absurd (a unit mistake)."""
-    for key, per in data.per_replica.items():
+def check_scales(data: ReplayInput, kind: str, target_utilization: float, path: str) -> None:
+    """Refuse, before any work, a series whose decision would be absurd (a unit mistake): a replica
+    count past Kubernetes' int32 for hpa, a usage no machine has for vpa. The one check of both kinds."""
+    for key, y in data.history.series.items():
+        values = y.to_numpy(dtype=float)
         try:
-            check_replica_scale(data.history.series[key].to_numpy(dtype=float), per * target_utilization)
-        except TooManyReplicas as exc:
+            if kind == "hpa":
+                check_replica_scale(values, data.per_replica[key] * target_utilization)
+            else:
+                finite = values[np.isfinite(values)]
+                check_usage_scale(resource_of(key), float(finite.max()) if len(finite) else 0.0)
+        except AbsurdScale as exc:
             raise InputError(f"input {path}: series {key!r}: {exc}") from None
+
+
+def resource_of(key: str) -> str:
+    """memory for a series id ending in /memory, cpu for the rest (what replay vpa rounds by)."""
+    return "memory" if key.rsplit("/", 1)[-1] == "memory" else "cpu"
 
 
 def series_forecaster(key: str, s: ReplaySettings, trainer: DecisionTimeTrainer | None) -> DailyChoiceForecaster:
@@ -94,7 +107,7 @@ def replay_vpa_series(key: str, y: pd.Series, data: ReplayInput, s: ReplaySettin
     """Tidewise's VPA decisions every `s.every` and the stock VPA's request, on one series."""
     start, end = data.start[key], data.end[key]
     fc = series_forecaster(key, s, trainer)
-    resource = "memory" if key.rsplit("/", 1)[-1] == "memory" else "cpu"
+    resource = resource_of(key)
     dec = replay_vpa_decisions(y, start, end, s.vpa, fc, s.every, resource=resource, oom=data.oom.get(key))
     use = y[(y.index >= start) & (y.index < end)]
     result = {"usage": use, "decisions": dec, "reference": replay_vpa_default(y, start, end, s.every).reindex(use.index),

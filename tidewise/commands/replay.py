@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         check_output_path(args.report, what="--report", inputs=[("--input", args.input), ("--output", args.output)])
     data = load_replay_input(args.input, STEP, need_per_replica=s.kind == "hpa")
-    check_scales(data, s.target_utilization, args.input)
+    check_scales(data, s.kind, s.target_utilization, args.input)
     result, out = replay_all(data, s, args.input, progress)
     write_long(out, args.output)
     summary, per_series = scores(s.kind, result, s.target_utilization, s.tolerance)

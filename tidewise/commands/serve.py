@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--once", action="store_true",
                    help="run one time and exit: 1 when the run froze, a write failed, conflicted or was throttled, "
-                        "or the kill switch is missing or unreadable (an explicit stop exits 0)")
+                        "the kill switch is missing or unreadable (an explicit stop exits 0), or --registry has "
+                        "no usable version")
     p.add_argument("--interval", default=None, help="time between runs (default 60s)")
     p.add_argument("--apply", action="store_true", help="write to the cluster (default: dry-run, log only)")
     p.add_argument("--cluster-state", metavar="FILE", help="read the cluster from this YAML instead of the API")

@@ -95,6 +95,27 @@ def load_source_history(args: argparse.Namespace, step):
     return history
 
 
+def without_short_series(history, args: argparse.Namespace):
+    """A series with fewer values than any model needs is refused from a file (exit 2, as `forecast`
+    does: the user can fix the file) and skipped with a warning from Prometheus or synthetic data (a
+    pod that just started must not stop the fleet's nightly training; it is trained once it has history)."""
+    from contracts.errors import InputError
+    from tidewise.commands.forecast import MIN_VALUES
+
+    short = {k: int(y.count()) for k, y in history.series.items() if y.count() < MIN_VALUES}
+    if not short:
+        return history
+    first = sorted(short)[0]
+    if args.source == "file":
+        raise InputError(f"--input {args.input}: series {first!r} has {short[first]} value(s)"
+                         + (f" ({len(short)} such series)" if len(short) > 1 else "")
+                         + f"; training needs at least {MIN_VALUES}: give more history or leave the series out")
+    print(f"warning: skipped {len(short)} series with fewer than {MIN_VALUES} values (e.g. {first!r}): "
+          "nothing to fit yet; they are trained once they have history", file=sys.stderr)
+    history.series = {k: y for k, y in history.series.items() if k not in short}
+    return history
+
+
 def train_once(args: argparse.Namespace) -> int:
     from contracts.errors import InputError
     from predictor.durations import parse_duration
@@ -123,7 +144,7 @@ def train_once(args: argparse.Namespace) -> int:
     from tidewise.paths import registry_to_write
 
     registry_to_write(args.registry)  # a file there, or a missing parent: exit 2 before the backtests
-    history = load_source_history(args, step)
+    history = without_short_series(load_source_history(args, step), args)
     if not history.series:
         raise InputError(f"--source {args.source} returned no series to train on")
     settings = TrainSettings(quantiles=parse_quantiles(args.quantiles), folds=args.folds, jobs=args.jobs,

@@ -1,0 +1,65 @@
+"""Issue 22, the low items seen from the command line: a one-value series in `train`, absurd scales
+in `replay vpa`, prices files with duplicate keys or absurd prices, and messages free of NumPy and
+pandas reprs."""
+import argparse
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.conftest import run_cli
+from tests.tidewise.test_bad_inputs import history_csv, one_line_error
+
+NUMPY_OR_PANDAS_REPR = ("np.", "days 00:", "Timedelta(", "Timestamp(", "dtype")
+
+
+# --- train: a series too short to fit any model -----------------------------------------------------
+
+def test_train_refuses_a_one_value_series_from_a_file(tmp_path):
+    inp = tmp_path / "one.csv"
+    good = pd.read_csv(history_csv(tmp_path / "h.csv"))
+    pd.concat([good, pd.DataFrame({"series": ["b"], "timestamp": ["2024-03-01T00:00:00Z"], "value": [1.0]})]).to_csv(
+        inp, index=False)
+    reg = tmp_path / "models"
+    one_line_error(run_cli("train", "--input", str(inp), "--registry", str(reg), "--no-decision-time"), 2,
+                   "one.csv", "series 'b' has 1 value(s)", "at least 2")
+    assert not reg.exists()  # no version built on it
+
+
+def test_train_skips_a_short_series_from_prometheus_and_says_so(capsys):
+    from predictor.history import History
+    from tidewise.commands.train import without_short_series
+
+    idx = pd.date_range("2024-03-01", periods=10, freq="5min", tz="UTC")
+    history = History({"a": pd.Series(1.0, index=idx), "new": pd.Series([np.nan] * 9 + [1.0], index=idx)},
+                      pd.Timedelta("5min"))
+    kept = without_short_series(history, argparse.Namespace(source="prometheus", input=None))
+    assert list(kept.series) == ["a"]
+    assert "skipped 1 series with fewer than 2 values (e.g. 'new')" in capsys.readouterr().err
+
+
+# --- replay vpa: the scale check replay hpa already had ----------------------------------------------
+
+@pytest.mark.parametrize("series,scale,needle", [("ns/Deployment/w/c/cpu", 1.1e300, "1,000,000 cores"),
+                                                  ("ns/Deployment/w/c/memory", 1e18, "(1 PiB)")])
+def test_replay_vpa_refuses_absurd_scales(tmp_path, series, scale, needle):
+    inp = tmp_path / "huge.csv"
+    frame = pd.read_csv(history_csv(tmp_path / "h.csv", value=lambda i: (2 + np.sin(i / 40)) * scale))
+    frame.assign(series=series).to_csv(inp, index=False)
+    out = tmp_path / "vpa.csv"
+    line = one_line_error(run_cli("replay", "vpa", "--input", str(inp), "--output", str(out)), 2,
+                          "huge.csv", f"series {series!r}", needle, "check the units")
+    assert not out.exists() and not any(r in line for r in NUMPY_OR_PANDAS_REPR)
+
+
+def test_one_scale_check_for_both_kinds():
+    from autoscaler.logic.hpa import TooManyReplicas
+    from contracts.quantity import AbsurdScale, check_usage_scale
+
+    assert issubclass(TooManyReplicas, AbsurdScale)
+    check_usage_scale("cpu", 2048.0)
+    check_usage_scale("memory", float(24 * 2**40))  # 24 TiB: the largest machines sold
+    for resource, value in (("cpu", 3.3e300), ("cpu", float("nan")), ("memory", float("inf"))):
+        with pytest.raises(AbsurdScale):
+            check_usage_scale(resource, value)
