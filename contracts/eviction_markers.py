@@ -23,6 +23,10 @@ TRUE_WORDS = frozenset({"true", "1", "yes", "on", "y", "t"})
 LOCAL_STORAGE_RULES = ("never", "memory", "always")
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _word(value: Any) -> str:
     return value.strip().lower() if isinstance(value, str) else ""
 
@@ -34,7 +38,7 @@ def is_false(value: Any) -> bool:
 
 def annotation_refusal(annotations: Mapping[str, Any] | None) -> str | None:
     """Why the pod's annotations refuse an eviction (None: they do not)."""
-    ann = annotations if isinstance(annotations, Mapping) else {}
+    ann = _mapping(annotations)
     for key in (SAFE_TO_EVICT, OPT_OUT):
         if is_false(ann.get(key)):
             return f"opted out ({key}: {str(ann[key]).strip()})"
@@ -44,11 +48,10 @@ def annotation_refusal(annotations: Mapping[str, Any] | None) -> str | None:
 def local_volumes(pod: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """(disk, memory): names of the pod's local-storage volumes (emptyDir on disk or hostPath;
     emptyDir in memory), leaving out those `safe-to-evict-local-volumes` names."""
-    md = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-    ann = md.get("annotations") if isinstance(md.get("annotations"), Mapping) else {}
+    ann = _mapping(_mapping(pod.get("metadata")).get("annotations"))
     allowed = {v.strip() for v in str(ann.get(SAFE_LOCAL_VOLUMES) or "").split(",") if v.strip()}
-    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-    volumes = spec.get("volumes") if isinstance(spec.get("volumes"), list) else []
+    volumes = _mapping(pod.get("spec")).get("volumes")
+    volumes = volumes if isinstance(volumes, list) else []
     disk, memory = [], []
     for v in volumes:
         if not isinstance(v, Mapping) or str(v.get("name")) in allowed:
@@ -65,8 +68,7 @@ def storage_refusal(pod: Mapping[str, Any], rule: str = "never") -> str | None:
     """Why the pod's local storage refuses an eviction under `rule` (one of LOCAL_STORAGE_RULES)."""
     if rule == "always":
         return None
-    md = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-    ann = md.get("annotations") if isinstance(md.get("annotations"), Mapping) else {}
+    ann = _mapping(_mapping(pod.get("metadata")).get("annotations"))
     if _word(ann.get(SAFE_TO_EVICT)) in TRUE_WORDS:
         return None
     disk, memory = local_volumes(pod)

@@ -90,7 +90,8 @@ def pod_needs(pod: Mapping[str, Any]) -> PodNeeds:
     spec = pod.get("spec") or {}
     if not isinstance(md, dict) or not isinstance(spec, dict):
         raise ValueError("Pod.metadata and Pod.spec must be objects")
-    raw = md.get("annotations") if isinstance(md.get("annotations"), dict) else {}
+    raw = md.get("annotations")
+    raw = raw if isinstance(raw, dict) else {}
     annotations = {str(k): str(v) for k, v in raw.items()}
     # the node agent's own reading (an unknown level: shared; a malformed enhancement: none, the level kept)
     qos = parse_qos(raw)

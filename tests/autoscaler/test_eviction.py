@@ -120,3 +120,60 @@ def test_movable_names_why_a_pod_stays(change, why):
 def test_movable_accepts_a_shared_or_reclaimed_pod_with_a_controller():
     assert movable(web_pod("web-1")) is None
     assert movable(web_pod("b", annotations={"katalyst.kubewharf.io/qos_level": "reclaimed_cores"})) is None
+
+
+SAFE = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
+
+@pytest.mark.parametrize("annotations,why", [
+    ({SAFE: "false"}, f"opted out ({SAFE}: false)"),
+    ({SAFE: " False\n"}, f"opted out ({SAFE}: False)"),
+    ({"tidewise.io/evict": "False"}, "opted out (tidewise.io/evict: False)"),
+    ({"tidewise.io/evict": "0"}, "opted out (tidewise.io/evict: 0)"),
+    ({"tidewise.io/evict": "no"}, "opted out (tidewise.io/evict: no)"),
+    ({"tidewise.io/evict": " off "}, "opted out (tidewise.io/evict: off)"),
+    ({"tidewise.io/evict": "true", SAFE: "true"}, None),
+])
+def test_movable_respects_the_cluster_markers_with_any_false_value(annotations, why):
+    """Defect 8: only the exact `tidewise.io/evict: "false"` opted out; safe-to-evict was ignored."""
+    assert movable(web_pod("web-1", annotations=annotations)) == why
+
+
+def with_volumes(*volumes, **meta_extra) -> dict:
+    p = web_pod("web-1", **meta_extra)
+    p["spec"]["volumes"] = list(volumes)
+    return p
+
+
+SCRATCH = {"name": "scratch", "emptyDir": {}}
+CACHE = {"name": "cache", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}
+HOST = {"name": "logs", "hostPath": {"path": "/var/log"}}
+CONFIG = {"name": "cfg", "configMap": {"name": "web"}}
+
+
+def test_pods_with_local_storage_stay_unless_a_setting_or_the_pod_allows():
+    assert movable(with_volumes(CONFIG)) is None  # a configMap is not local data
+    assert "volume scratch" in movable(with_volumes(SCRATCH, CONFIG))
+    assert "volume logs" in movable(with_volumes(HOST))
+    assert "volume cache" in movable(with_volumes(CACHE))  # memory too, by default
+    assert movable(with_volumes(CACHE), "memory") is None
+    assert "volume scratch" in movable(with_volumes(CACHE, SCRATCH), "memory")
+    assert movable(with_volumes(CACHE, SCRATCH), "always") is None
+    # the cluster autoscaler's own ways of allowing it, on the pod
+    assert movable(with_volumes(SCRATCH, annotations={SAFE: "true"})) is None
+    local = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+    assert movable(with_volumes(SCRATCH, CACHE, annotations={local: "scratch, cache"})) is None
+    assert "volume cache" in movable(with_volumes(SCRATCH, CACHE, annotations={local: "scratch"}))
+    # a DaemonSet pod with a hostPath is named as such (tide: it does not keep a node from being lent)
+    ds = with_volumes(HOST, ownerReferences=[dict(OWNER[0], kind="DaemonSet")])
+    assert movable(ds) == "DaemonSet pod"
+
+
+def test_the_local_storage_setting_is_checked():
+    from autoscaler.logic.rebalance import RebalanceSettings
+    from autoscaler.logic.tide import TideSettings
+
+    with pytest.raises(ValueError, match="evict_local_storage 'sometimes': one of never, memory, always"):
+        RebalanceSettings(evict_local_storage="sometimes").check()
+    with pytest.raises(ValueError, match="evict_local_storage"):
+        TideSettings(evict_local_storage="yes").check()

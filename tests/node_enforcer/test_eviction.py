@@ -128,3 +128,23 @@ def test_eviction_through_the_api_wrapper_against_a_local_fake(two_socket):
     assert done[0].result.startswith("refused:") and done[1].result == "requested"
     for r in posts:  # what we sent is a valid policy/v1 Eviction
         kubernetes_validate.validate(r["body"], "1.30", strict=True)
+
+
+def test_markers_keep_shared_pods_but_never_reclaimed_ones(two_socket):
+    """The agent's memory-pressure eviction is a safety: a marker protects a shared pod as it does from
+    serve's moves, but a reclaimed pod cannot buy protection its level does not give."""
+    import dataclasses
+
+    def marked(pod, **ann):
+        return dataclasses.replace(pod, annotations={**pod.annotations, **ann})
+
+    web = marked(make_pod("web", cpu="1"), **{"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"})
+    api = marked(make_pod("api", cpu="1"), **{"tidewise.io/evict": " No "})
+    free = make_pod("free", cpu="1")
+    batch = marked(make_pod("batch", "reclaimed_cores"), **{"tidewise.io/evict": "false",
+                                                            "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"})
+    pods = [web, api, free, batch]
+    alloc = plan(two_socket, pods)
+    huge = Pressure(64 * GiB, 0, None)  # every candidate is needed
+    assert {p.name for p, _ in choose_victims(huge, pods, alloc, {}, EvictionSettings())} == {"free", "batch"}
+    assert [p.name for p, _ in choose_victims(PSI, pods, alloc, {}, EvictionSettings())] == ["batch"]
