@@ -51,7 +51,9 @@ class Selector:
 
 def _split(text: str) -> list[str]:
     """Top-level comma-separated parts (commas inside `( )` belong to a value set)."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
