@@ -146,11 +146,10 @@ def report_qos(pods: list[Obj], reporter: QosReporter, annotation: str = QOS_ANN
     every decision reads it; returns how many pods of `pods` have such annotations."""
     bad = 0
     for pod in pods:
-        view = PodView(pod)
-        spec = parse_qos(view.annotations, annotation)
+        spec = parse_qos(meta(pod).get("annotations"), annotation)
         if spec.problem is not None:
             bad += 1
-            reporter.report(view.label, spec)
+            reporter.report(PodView(pod).label, spec)
     return bad
 
 
