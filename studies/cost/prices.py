@@ -67,6 +67,11 @@ class Prices:
                 f"core-hour, memory {self.memory_peak:g}/{self.memory_offpeak:g} per GiB-hour (peak/off-peak)")
 
 
+# A price per core-hour or GiB-hour above this is a unit mistake (a cloud core-hour costs about 0.01
+# to 0.1, a month of one about 30): refused with the bound named, and far from where sums overflow.
+MAX_PRICE = 1e6
+
+
 def _fail(path: str, key: str, fix: str) -> InputError:
     return InputError(f"--cost {path}: {key}: {fix}")
 
@@ -77,7 +82,35 @@ def _price(path: str, section: Any, resource: str, period: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise _fail(path, key, f"{value!r} is not a price; give a number >= 0 per {UNITS[resource]}, "
                                f"e.g. {resource}: {{peak: 0.04, offpeak: 0.01}}")
+    if value > MAX_PRICE:
+        raise _fail(path, key, f"{value:g} per {UNITS[resource]} is above {MAX_PRICE:,.0f}, no market's price; "
+                               f"give the price of one {UNITS[resource]}, e.g. {resource}: {{peak: 0.04, offpeak: 0.01}}")
     return float(value)
+
+
+class _Loader(yaml.SafeLoader):
+    """`yaml.safe_load`, plus: a key given twice in one mapping is refused (YAML keeps the last one
+    silently, so a second `cpu:` would change the prices unseen), and numbers in exponent form
+    without a dot or sign (1e-3, 1.0e308: JSON and YAML 1.2 floats) are numbers, not strings."""
+
+    path = ""
+
+
+def _mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        if isinstance(key, (str, int, float, bool)) and key in seen:
+            raise InputError(f"--cost {loader.path}: {key}: given twice (lines {seen[key]} and {line}); keep one")
+        if isinstance(key, (str, int, float, bool)):
+            seen[key] = line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+$"),
+                              list("-+0123456789."))
 
 
 def _section(path: str, doc: dict, resource: str) -> tuple[float, float]:
@@ -135,7 +168,12 @@ def load_prices(path: str) -> Prices:
         raise InputError(f"--cost {path}: no such file; give a prices YAML (example: docs/prices.example.yaml)")
     try:
         with open(path, encoding="utf-8") as fh:
-            doc = yaml.safe_load(fh)
+            loader = _Loader(fh)
+            loader.path = path
+            try:
+                doc = loader.get_single_data()
+            finally:
+                loader.dispose()
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(f"--cost {path} is not valid YAML ({first}); fix the syntax "

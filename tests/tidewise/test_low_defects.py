@@ -63,3 +63,46 @@ def test_one_scale_check_for_both_kinds():
     for resource, value in (("cpu", 3.3e300), ("cpu", float("nan")), ("memory", float("inf"))):
         with pytest.raises(AbsurdScale):
             check_usage_scale(resource, value)
+
+
+# --- prices: duplicate keys, exponent floats, absurd prices ------------------------------------------
+
+PRICES = 'currency: EUR\npeak_hours: "08:00-22:00"\ncpu: {cpu}\nmemory: {{peak: 0.005, offpeak: 0.001}}\n'
+
+
+@pytest.mark.parametrize("text,needle", [
+    (PRICES.format(cpu="{peak: 0.04, offpeak: 0.01}") + "cpu: {peak: 9, offpeak: 9}\n", "cpu: given twice (lines 3 and 5)"),
+    (PRICES.format(cpu="{peak: 0.04, offpeak: 0.01, peak: 0.05}"), "peak: given twice"),
+    (PRICES.format(cpu="{peak: 1.0e308, offpeak: 0.01}"), "cpu.peak: 1e+308 per core-hour is above 1,000,000"),
+    (PRICES.format(cpu="{peak: 2000000, offpeak: 0.01}"), "cpu.peak: 2e+06 per core-hour is above 1,000,000"),
+])
+def test_prices_refused_with_the_key_named(tmp_path, text, needle):
+    from contracts.errors import InputError
+    from studies.cost.prices import load_prices
+
+    path = tmp_path / "prices.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=f"--cost {path}: ") as exc:
+        load_prices(str(path))
+    assert needle in str(exc.value)
+
+
+def test_exponent_prices_are_numbers(tmp_path):
+    from studies.cost.prices import load_prices
+
+    path = tmp_path / "prices.yaml"
+    path.write_text(PRICES.format(cpu="{peak: 4e-2, offpeak: 1.0e-2}"))
+    prices = load_prices(str(path))
+    assert (prices.cpu_peak, prices.cpu_offpeak, prices.memory_peak) == (0.04, 0.01, 0.005)
+
+
+def test_duplicate_price_key_from_the_command_line_is_one_line(tmp_path):
+    from tests.studies.cost_fixtures import write_inputs
+
+    f = write_inputs(tmp_path)
+    with open(f["--cost"], "a") as fh:
+        fh.write("cpu: {peak: 400, offpeak: 100}\n")
+    out = tmp_path / "cost.html"
+    one_line_error(run_cli("report", "--cost", f["--cost"], "--history", f["--history"], "--out", str(out)), 2,
+                   "cpu: given twice", "keep one")
+    assert not out.exists()
