@@ -13,7 +13,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-MAX_BODY = 64 * 2**20  # 64 MiB: 5,000 full Node objects are ~50 MiB; anything larger is refused, not buffered
+from contracts.quantity import parse_quantity
+
+MAX_NODES = 5_000  # limits.Limits.max_nodes
+INT64 = 2**63 - 1  # the scheduler counts quantities as int64 milli-units: a larger one is no request
 
 
 class BadRequest(ValueError):
@@ -38,8 +41,68 @@ def _field(doc: Mapping[str, Any], name: str) -> Any:
     return next((v for k, v in doc.items() if k.lower() == lower), None)
 
 
-def parse_args(body: bytes) -> ExtenderArgs:
-    """ExtenderArgs from a request body; `BadRequest` naming what is wrong."""
+def _strings(value: Any, where: str) -> None:
+    if value is not None and not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())):
+        raise BadRequest(f"{where} must be an object of strings")
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    """`value` when it is an object, {} when absent; BadRequest when it is anything else (a list, a string)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadRequest(f"{where} must be an object, not {type(value).__name__}")
+    return value
+
+
+def _quantities(value: Any, where: str) -> None:
+    for resource, q in _object(value, where).items():
+        if isinstance(q, bool) or not isinstance(q, (str, int, float)):
+            raise BadRequest(f"{where}[{resource!r}] must be a quantity (e.g. 500m, 2Gi), not {type(q).__name__}")
+        try:
+            number = parse_quantity(q)
+        except ValueError as exc:
+            raise BadRequest(f"{where}[{resource!r}]: {exc}") from None
+        if abs(number) * 1000 > INT64:
+            raise BadRequest(f"{where}[{resource!r}] = {q!r} is beyond the int64 range quantities are counted in")
+
+
+def check_pod(pod: Any) -> None:
+    """The parts of a Pod the extender reads have the types Kubernetes gives them; BadRequest naming the first that does not."""
+    if not isinstance(pod, dict) or not isinstance(pod.get("metadata"), dict):
+        raise BadRequest("ExtenderArgs.Pod must be a Pod object with metadata")
+    md = pod["metadata"]
+    for key in ("name", "namespace", "generateName"):
+        if md.get(key) is not None and not isinstance(md[key], str):
+            raise BadRequest(f"Pod.metadata.{key} must be a string")
+    _strings(md.get("annotations"), "Pod.metadata.annotations")
+    spec = _object(pod.get("spec"), "Pod.spec")
+    for group in ("containers", "initContainers"):
+        containers = spec.get(group)
+        if containers is None:
+            continue
+        if not isinstance(containers, list):
+            raise BadRequest(f"Pod.spec.{group} must be a list")
+        for i, c in enumerate(containers):
+            res = _object(_object(c, f"Pod.spec.{group}[{i}]").get("resources"), f"Pod.spec.{group}[{i}].resources")
+            for kind in ("requests", "limits"):
+                _quantities(res.get(kind), f"Pod.spec.{group}[{i}].resources.{kind}")
+
+
+def _check_node(node: Any, i: int) -> None:
+    if not isinstance(node, dict) or not isinstance(node.get("metadata"), dict):
+        raise BadRequest("ExtenderArgs.Nodes must be a NodeList whose items are Node objects with metadata")
+    md = node["metadata"]
+    if not isinstance(md.get("name"), str):
+        raise BadRequest(f"ExtenderArgs.Nodes.items[{i}].metadata.name must be a string")
+    _strings(md.get("annotations"), f"node {md['name']}: metadata.annotations")
+    status = _object(node.get("status"), f"node {md['name']}: status")
+    _object(status.get("allocatable"), f"node {md['name']}: status.allocatable")
+
+
+def parse_args(body: bytes, max_nodes: int = MAX_NODES) -> ExtenderArgs:
+    """ExtenderArgs from a request body; `BadRequest` naming what is wrong (malformed, or more than
+    `max_nodes` candidates)."""
     try:
         doc = json.loads(body)
     except (ValueError, RecursionError) as exc:
@@ -47,20 +110,27 @@ def parse_args(body: bytes) -> ExtenderArgs:
     if not isinstance(doc, dict):
         raise BadRequest("body must be a JSON object (ExtenderArgs {Pod, Nodes | NodeNames})")
     pod = _field(doc, "Pod")
-    if not isinstance(pod, dict) or not isinstance(pod.get("metadata"), dict):
-        raise BadRequest("ExtenderArgs.Pod must be a Pod object with metadata")
+    check_pod(pod)
     nodes, names = _field(doc, "Nodes"), _field(doc, "NodeNames")
     if names is not None:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise BadRequest("ExtenderArgs.NodeNames must be a list of node names")
+        _count(len(names), max_nodes)
         return ExtenderArgs(pod, None, names)
     if nodes is None:
         raise BadRequest("ExtenderArgs has neither Nodes nor NodeNames")
     items = nodes.get("items") if isinstance(nodes, dict) else None
-    if not isinstance(items, list) or not all(isinstance(n, dict) and isinstance(n.get("metadata"), dict)
-                                              for n in items):
+    if not isinstance(items, list):
         raise BadRequest("ExtenderArgs.Nodes must be a NodeList whose items are Node objects with metadata")
+    _count(len(items), max_nodes)
+    for i, n in enumerate(items):
+        _check_node(n, i)
     return ExtenderArgs(pod, items, None)
+
+
+def _count(n: int, max_nodes: int) -> None:
+    if n > max_nodes:
+        raise BadRequest(f"{n} candidate nodes is over the limit of {max_nodes} per call (tidewise extender --max-nodes)")
 
 
 def filter_result(args: ExtenderArgs, passed: list[str], failed: dict[str, str],

@@ -3,7 +3,9 @@
 `Extender.filter(args)` and `Extender.prioritize(args)` answer one scheduler call each; every node
 gets a reason, logged (one INFO line per call with the counts, a DEBUG line per node) and kept for
 the last `explain_pods` pods so that `GET /explain?pod=NAMESPACE/NAME` shows why each node was
-filtered or scored as it was. Nothing is written anywhere: the extender only answers.
+filtered or scored as it was. What is kept is bounded by bytes too (`Limits.explain_bytes`, the
+oldest pods forgotten first) and per call by nodes (`Limits.explain_nodes`, refusals first; the
+entry says how many were left out). Nothing is written anywhere: the extender only answers.
 """
 from __future__ import annotations
 
@@ -15,11 +17,13 @@ from typing import Any, Callable, Mapping
 
 from autoscaler.extender.annotations import AnnotationCache
 from autoscaler.extender.filter import filter_node
+from autoscaler.extender.limits import Limits
 from autoscaler.extender.metrics import ExtenderMetrics
 from autoscaler.extender.nodes import NodeSource, StaticSource
 from autoscaler.extender.payload import ExtenderArgs, filter_result, priority_list
 from autoscaler.extender.pod import PodNeeds, pod_needs
 from autoscaler.extender.prioritize import NEUTRAL, score_node
+from autoscaler.extender.sizes import deep_size
 from contracts.informer import StaleCache
 
 log = logging.getLogger(__name__)
@@ -35,13 +39,17 @@ class Extender:
     """Filter and prioritize for one scheduler; `source` gives cached Nodes and CNRs."""
 
     def __init__(self, source: NodeSource | None = None, *, clock: Callable[[], dt.datetime] = _utcnow,
-                 explain_pods: int = 256, metrics: ExtenderMetrics | None = None) -> None:
+                 explain_pods: int = 256, metrics: ExtenderMetrics | None = None, limits: Limits | None = None) -> None:
         self.source: NodeSource = source or StaticSource()
         self.metrics = metrics or ExtenderMetrics()
         self.clock = clock
-        self.annotations = AnnotationCache()  # plans and forecasts parsed once per text, not per call
-        self.explain_pods = explain_pods  # 256 pods of 500 nodes' reasons: ~25 MiB at most
+        self.limits = limits or Limits()
+        # plans and forecasts parsed once per text, not per call
+        self.annotations = AnnotationCache(max_bytes=self.limits.annotation_bytes)
+        self.explain_pods = explain_pods  # 256 pods of 500 nodes' reasons: ~25 MiB
         self._explained: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
+        self._sizes: dict[str, int] = {}  # pod -> deep size of its entry
+        self.explained_bytes = 0
         self._lock = threading.Lock()
 
     # nodes --------------------------------------------------------------------------------------
@@ -128,13 +136,24 @@ class Extender:
         if log.isEnabledFor(logging.DEBUG):
             for name, r in reasons.items():
                 log.debug("%s %s on %s: %s", verb, pod.name, name, r["reason"])
+        kept: dict[str, Any] = {"at": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "nodes": reasons}
+        cap = self.limits.explain_nodes
+        if len(reasons) > cap:  # refusals and low scores first: they are what /explain is asked about
+            worst = sorted(reasons.items(), key=lambda kv: (kv[1].get("ok", True), kv[1].get("score", 0)))
+            kept = {**kept, "nodes": dict(worst[:cap]), "nodes_left_out": len(reasons) - cap}
         with self._lock:
             entry = self._explained.pop(pod.name, None) or {"pod": pod.name, "level": pod.level,
                                                              "lifetime": pod.lifetime_note}
-            entry[verb] = {"at": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "nodes": reasons}
-            self._explained[pod.name] = entry
-            while len(self._explained) > self.explain_pods:
-                self._explained.popitem(last=False)
+            self.explained_bytes -= self._sizes.pop(pod.name, 0)
+            entry[verb] = kept
+            size = deep_size(entry)
+            if size > self.limits.explain_bytes:
+                return  # one call larger than the whole memory (a tiny --explain budget): not kept
+            self._explained[pod.name], self._sizes[pod.name] = entry, size
+            self.explained_bytes += size
+            while len(self._explained) > self.explain_pods or self.explained_bytes > self.limits.explain_bytes:
+                gone, _ = self._explained.popitem(last=False)
+                self.explained_bytes -= self._sizes.pop(gone)
 
     def explain(self, pod: str | None = None) -> dict[str, Any]:
         """The reasons of the last calls for `pod` (NAMESPACE/NAME), or the list of pods remembered."""

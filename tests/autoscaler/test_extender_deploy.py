@@ -65,9 +65,25 @@ def config_problems(cfg) -> list[str]:
 def test_every_object_validates():
     objs = objects()
     assert {o["kind"] for o in objs} >= {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service",
-                                         "ConfigMap"}
+                                         "ConfigMap", "NetworkPolicy"}
     for o in objs:
         validate_object(o)
+
+
+def test_only_the_scheduler_pods_may_reach_the_extender_port():
+    policy = one("NetworkPolicy", "tidewise-extender")
+    extender = one("Deployment", "tidewise-extender")["spec"]["template"]
+    scheduler = one("Deployment", "tidewise-scheduler")["spec"]["template"]
+    labels = extender["metadata"]["labels"]
+    assert policy["metadata"]["namespace"] == "tidewise" and policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    [rule] = policy["spec"]["ingress"]
+    [source] = rule["from"]
+    assert set(source) == {"podSelector"}  # this namespace's pods only, and among them:
+    selector = source["podSelector"]["matchLabels"]
+    assert selector.items() <= scheduler["metadata"]["labels"].items() and not selector.items() <= labels.items()
+    port = next(p["containerPort"] for p in extender["spec"]["containers"][0]["ports"] if p["name"] == "http")
+    assert rule["ports"] == [{"protocol": "TCP", "port": port}]
 
 
 def test_the_extender_may_only_read_nodes_and_custom_node_resources():

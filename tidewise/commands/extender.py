@@ -41,6 +41,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stale-after", default="120", metavar="SECONDS",
                    help="a cache whose watch has failed this long is not used (default 120: fail closed)")
     p.add_argument("--explain-pods", default="256", metavar="N", help="pods whose reasons /explain keeps (default 256)")
+    p.add_argument("--max-body-mib", default="16", metavar="MIB",
+                   help="largest request body, refused with 413 unread (default 16: ~4,800 whole Nodes, or names)")
+    p.add_argument("--max-nodes", default="5000", metavar="N", help="most candidate nodes in one call (default 5000)")
+    p.add_argument("--client-timeout", default="10", metavar="SECONDS",
+                   help="longest wait on a client's read; a request must arrive within twice it (default 10)")
+    p.add_argument("--workers", default="4", metavar="N", help="requests answered at once (default 4)")
+    p.add_argument("--max-connections", default="64", metavar="N",
+                   help="connections open at once; past it 503 (default 64)")
     p.set_defaults(func=run)
 
     def one_line(message: str) -> NoReturn:  # argparse's usage block is noise for one wrong flag value
@@ -76,8 +84,8 @@ def _number(flag: str, text: str, low: float) -> float:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not value >= low:
-        raise InputError(f"{flag} {text!r}: expected a number of at least {low:g}")
+    if not (value >= low and value < float("inf")):
+        raise InputError(f"{flag} {text!r}: expected a finite number of at least {low:g}")
     return value
 
 
@@ -91,6 +99,16 @@ def _state_source(path: str) -> Any:
     return StaticSource(kinds["Node"], kinds["CustomNodeResource"])
 
 
+def _limits(args: argparse.Namespace) -> Any:
+    from autoscaler.extender.limits import Limits
+
+    return Limits(max_body_bytes=int(_number("--max-body-mib", args.max_body_mib, 0.001) * 2**20),
+                  max_nodes=int(_number("--max-nodes", args.max_nodes, 1)),
+                  client_timeout=_number("--client-timeout", args.client_timeout, 0.1),
+                  workers=int(_number("--workers", args.workers, 1)),
+                  max_connections=int(_number("--max-connections", args.max_connections, 1)))
+
+
 def run(args: argparse.Namespace) -> int:
     from autoscaler.extender.server import ExtenderServer
     from autoscaler.extender.service import Extender
@@ -98,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
     host, port = _listen(args.listen)
     stale_after = _number("--stale-after", args.stale_after, 1)
     explain_pods = int(_number("--explain-pods", args.explain_pods, 0))
+    limits = _limits(args)
     watched = None
     if args.cluster_state:
         source = _state_source(args.cluster_state)
@@ -112,10 +131,10 @@ def run(args: argparse.Namespace) -> int:
             watched = WatchedSource(kube, stale_after=stale_after, watch_nodes=not args.no_node_cache,
                                     watch_topology=not args.no_topology).start()
             source = watched
-    extender = Extender(source, explain_pods=explain_pods)
+    extender = Extender(source, explain_pods=explain_pods, limits=limits)
     ready = (lambda: True) if watched is None else watched.ready
     try:
-        server = ExtenderServer((host, port), extender, ready)
+        server = ExtenderServer((host, port), extender, ready, limits)
     except OSError as exc:
         from contracts.errors import SourceError
 
