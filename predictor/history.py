@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from predictor.errors import InputError
+from predictor.plain import plain
 from predictor.timestamps import EARLIEST, LATEST, TimestampRangeError, epoch_ns, epoch_to_utc, to_utc_ns
 from predictor.types import GapReport
 
@@ -128,7 +129,7 @@ def parse_timestamps(ts: pd.Series, source: str, parquet: bool = False) -> pd.Se
         pos = int(rows[exc.position])
         read_as = f"; read as epoch {exc.unit}" if exc.unit else ""
         raise InputError(
-            f"{_row_label(source, pos, parquet)}: column 'timestamp' value {ts.iloc[pos]!r} is outside 1990..2200 "
+            f"{_row_label(source, pos, parquet)}: column 'timestamp' value {plain(ts.iloc[pos])} is outside 1990..2200 "
             f"({exc.count} such rows{read_as}); give ISO-8601 UTC (2024-08-01T00:05:00Z) or epoch s/ms/us/ns "
             "of real dates"
         ) from None
@@ -137,10 +138,10 @@ def parse_timestamps(ts: pd.Series, source: str, parquet: bool = False) -> pd.Se
         pos = int(np.flatnonzero(bad.to_numpy())[0])
         if _parses_out_of_range(ts.iloc[pos]):
             raise InputError(
-                f"{_row_label(source, pos, parquet)}: column 'timestamp' value {ts.iloc[pos]!r} is outside "
+                f"{_row_label(source, pos, parquet)}: column 'timestamp' value {plain(ts.iloc[pos])} is outside "
                 "1990..2200; give ISO-8601 UTC (2024-08-01T00:05:00Z) or epoch s/ms/us/ns of real dates")
         raise InputError(
-            f"{_row_label(source, pos, parquet)}: timestamp {ts.iloc[pos]!r} does not parse "
+            f"{_row_label(source, pos, parquet)}: timestamp {plain(ts.iloc[pos])} does not parse "
             f"({int(bad.sum())} such rows); use ISO-8601 UTC (2024-08-01T00:05:00Z) or epoch seconds"
         )
     return out
@@ -208,7 +209,7 @@ def validate_long(
         if rejected.any():
             pos = int(np.flatnonzero(rejected.to_numpy())[0])
             raise InputError(
-                f"{_row_label(source, pos, parquet)} (series {out['series'].iloc[pos]!r}): value "
+                f"{_row_label(source, pos, parquet)} (series {plain(out['series'].iloc[pos])}): value "
                 f"{float(out['value'].iloc[pos]):g} is negative; resource usage cannot be negative — fix the "
                 "exporter or drop the row (pass --allow-negative for a signed metric)"
             )

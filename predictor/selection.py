@@ -27,7 +27,7 @@ import pandas as pd
 from predictor.calibration import apply_shifts, conformal_shifts, coverage, pinball
 from predictor.models.base import Forecaster
 from predictor.models.choice import ENSEMBLE, GLOBAL, Choice
-from predictor.durations import DAY, WEEK
+from predictor.durations import DAY, WEEK, format_duration
 from predictor.seasonality import SEASONAL_ACF, acf_at
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,8 @@ def backtest(
                 past = _slice_before(y, o)
                 span = past.index[-1] - past.index[0] + step
                 if span < c.min_history:
-                    raise ValueError(f"{span} of history before {o}, needs {c.min_history}")
+                    raise ValueError(f"{format_duration(span)} of history before {o.isoformat()}, "
+                                     f"needs {format_duration(c.min_history)}")
                 lead = max(0, int(round((o - (past.index[-1] + step)) / step)))
                 v = c.make().forecast(past, lead + h, quantiles)[lead:]
                 out.append(v)

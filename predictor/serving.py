@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from contracts.errors import InputError
+from predictor.durations import format_duration
 from predictor.forecasting import ForecastRequest, forecast_from_choice, series_requests
 from predictor.history import History
 from predictor.models.choice import Choice
@@ -71,7 +72,7 @@ def _check_request(reg: RegistryVersion, req: ForecastRequest) -> None:
         raise InputError(f"--quantiles {','.join(f'{q:g}' for q in req.quantiles)}: registry version {reg.version} "
                          f"was trained for {','.join(f'{q:g}' for q in reg.quantiles)}; ask for those or retrain")
     if int(req.step.total_seconds()) != int(reg.manifest.get("step_seconds", req.step.total_seconds())):
-        raise InputError(f"--step {req.step}: registry version {reg.version} was trained at "
+        raise InputError(f"--step {format_duration(req.step)}: registry version {reg.version} was trained at "
                          f"{reg.manifest.get('step_seconds')} s steps; use that step or retrain")
 
 

@@ -19,6 +19,7 @@ from autoscaler.model.cluster import ClusterState, container_requests
 from contracts.errors import InputError
 from contracts.quantity import to_units
 from predictor.history import parse_timestamps, read_long_file, validate_long
+from predictor.plain import plain
 from predictor.types import SeriesKey
 
 HOUR = pd.Timedelta(hours=1)
@@ -89,7 +90,7 @@ def read_vpa_replay(path: str) -> HourlySeries:
     bad = ~np.isfinite(target.to_numpy(dtype=float)) | (target.to_numpy(dtype=float) < 0)
     if bad.any():
         line = int(np.flatnonzero(bad)[0]) + 2  # line 1 is the header
-        raise InputError(f"--vpa-replay {path} line {line}: target {frame['target'].iloc[line - 2]!r} is not a "
+        raise InputError(f"--vpa-replay {path} line {line}: target {plain(frame['target'].iloc[line - 2])} is not a "
                          "number >= 0; give the file `tidewise replay vpa --output` wrote")
     frame["target"] = target
     out = hourly(frame.sort_values(["series", "timestamp"]), "target")

@@ -8,6 +8,7 @@ import pandas as pd
 
 from contracts.errors import InputError
 from predictor.history import History, read_long_file, regularize, validate_long
+from predictor.plain import plain
 from predictor.timestamps import utc_ns
 
 DEFAULT_REPLAY = pd.Timedelta(days=7)  # without `start`, the last 7 days of each series are replayed
@@ -30,7 +31,7 @@ def read_oom(g: pd.DataFrame, key: str, path: str, step: pd.Timedelta) -> pd.Ser
     flags = pd.to_numeric(g["oom"], errors="coerce")
     bad = g["oom"].notna() & ~flags.isin([0, 1])
     if bad.any():
-        raise InputError(f"input {path}: series {key!r} has oom value {g['oom'][bad].iloc[0]!r}; "
+        raise InputError(f"input {path}: series {key!r} has oom value {plain(g['oom'][bad].iloc[0])}; "
                          "use 1 on the rows of an OOM kill and 0 (or empty) elsewhere")
     at = g["timestamp"].dt.floor(step)
     return flags.fillna(0).groupby(at).max().astype(int)
@@ -58,7 +59,7 @@ def load_replay_input(path: str, step: pd.Timedelta, *, need_per_replica: bool =
             per = pd.to_numeric(g["per_replica"], errors="coerce").dropna().unique()
             if len(per) != 1 or not np.isfinite(per[0]) or per[0] <= 0:
                 raise InputError(f"input {path}: series {key!r} needs one positive per_replica value "
-                                 f"(found {list(per)[:3]})")
+                                 f"(found {plain(list(per)[:3])})")
             pers[key] = float(per[0])
         if "oom" in g.columns:
             ooms[key] = read_oom(g, key, path, step)

@@ -106,3 +106,41 @@ def test_duplicate_price_key_from_the_command_line_is_one_line(tmp_path):
     one_line_error(run_cli("report", "--cost", f["--cost"], "--history", f["--history"], "--out", str(out)), 2,
                    "cpu: given twice", "keep one")
     assert not out.exists()
+
+
+# --- messages: plain numbers and durations, no NumPy or pandas reprs ------------------------------
+
+@pytest.mark.parametrize("command,rows,needle", [
+    (["forecast"], "series,timestamp,value\na,1709251,1\na,1709551,2\n", "value 1709251 is outside 1990..2200"),
+    (["replay", "hpa"], "series,timestamp,value,per_replica\na,2024-03-01T00:00:00Z,1,1\na,2024-03-01T00:05:00Z,1,2\n",
+     "(found [1, 2])"),
+    (["replay", "vpa", "--every", "1m"], None, "--every 1m: at least 5m (the history step)"),
+])
+def test_messages_show_plain_values(tmp_path, command, rows, needle):
+    inp = tmp_path / "in.csv"
+    if rows is None:
+        history_csv(inp)
+    else:
+        inp.write_text(rows)
+    line = one_line_error(run_cli(*command, "--input", str(inp), "--output", str(tmp_path / "o.csv")), 2, needle)
+    assert not any(r in line for r in NUMPY_OR_PANDAS_REPR), line
+
+
+def test_plain():
+    from predictor.plain import plain
+
+    assert plain(np.int64(1709251)) == "1709251" and plain(np.float64(0.5)) == "0.5"
+    assert plain(pd.Timedelta("5min")) == "5m" and plain(np.timedelta64(2, "h")) == "2h"
+    assert plain([np.int64(1), np.float64(2.5)]) == "[1, 2.5]" and plain("a ") == "'a '"
+    assert plain(pd.Timestamp("2024-03-01", tz="UTC")) == "2024-03-01T00:00:00+00:00"
+
+
+def test_backtest_reasons_show_durations_plainly():
+    from predictor.models import MODELS
+    from predictor.selection import Candidate, backtest
+
+    idx = pd.date_range("2024-03-01", periods=3 * 288, freq="5min", tz="UTC")
+    y = pd.Series(1 + np.sin(np.arange(len(idx)) / 40), index=idx)
+    weekly = Candidate("weekly", MODELS["seasonal_naive_daily"], min_history=pd.Timedelta("14D"))
+    *_, errors = backtest(y, idx[-1] + pd.Timedelta("5min"), pd.Timedelta("5min"), (0.5, 0.9), [weekly], folds=1)
+    assert errors["weekly"] == "2d of history before 2024-03-03T00:00:00+00:00, needs 2w"

@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from contracts.errors import InputError
-    from predictor.durations import parse_duration
+    from predictor.durations import format_duration, parse_duration
     from predictor.history import write_long
     from predictor.sources.prometheus import PrometheusSource
     from tidewise.paths import check_output_path
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     write_long(frame, args.output)
     workloads = frame["series"].str.rsplit("/", n=2).str[0].nunique()
     gaps = sum(1 for g in history.gaps.values() if g.missing_steps)
-    print(f"fetched {len(history.series)} series ({workloads} workload containers) x {step} from "
+    print(f"fetched {len(history.series)} series ({workloads} workload containers) x {format_duration(step)} from "
           f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} in {source.requests_made} requests -> {args.output}"
           f" (series with gaps: {gaps}; failed queries: {len(history.failed)})", file=sys.stderr)
     return 0

@@ -102,7 +102,7 @@ def settings_from(args: argparse.Namespace) -> "ReplaySettings":
     """The command line's knobs, checked (exit 2 with the flag named on a bad one)."""
     from autoscaler.settings import HpaSettings, VpaSettings
     from contracts.errors import InputError
-    from predictor.durations import parse_duration
+    from predictor.durations import format_duration, parse_duration
     from predictor.models import MODELS
     from studies.replay.decisions import STEP
     from studies.replay.runner import ReplaySettings
@@ -117,7 +117,7 @@ def settings_from(args: argparse.Namespace) -> "ReplaySettings":
     if args.kind == "vpa":
         every = parse_duration(args.every, what="--every")
         if every < STEP:
-            raise InputError(f"--every {args.every}: at least {STEP} (the history step)")
+            raise InputError(f"--every {args.every}: at least {format_duration(STEP)} (the history step)")
         vpa = VpaSettings(window="1h")  # the hourly target, applied every hour (the scored default)
         if getattr(args, "hold", None):
             if parse_duration(args.hold, what="--hold") < every:
