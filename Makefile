@@ -19,7 +19,7 @@ BENCH := .venv-bench
 IMAGE_TEST := tests/integration/test_image.py
 PIP_Q := pip install -q --disable-pip-version-check
 
-.PHONY: demo test test-main test-pandas2 test-installed user-install bench install system-deps lint clean
+.PHONY: demo test test-main test-pandas2 test-installed user-install bench soak install system-deps lint clean
 
 # never deleted as an intermediate file
 .PRECIOUS: %/bin/python
@@ -74,6 +74,12 @@ test-installed: install user-install system-deps
 
 bench: $(BENCH)/.installed-$(HASH)
 	$(BENCH)/bin/python -m benchmarks.run
+
+# Not part of `make test`: serve for a simulated day (10,000 workloads / 500 nodes / 1,440 runs; ~2 h of
+# CPU on 2 cores) against a real Prometheus and a faulty API fake. Smaller: make soak SOAK_ARGS='--workloads 2000 --nodes 100'
+SOAK_ARGS ?=
+soak: install system-deps
+	$(BIN)/python -m benchmarks.soak $(SOAK_ARGS)
 
 lint: install
 	$(BIN)/python -m mypy predictor
