@@ -142,12 +142,25 @@ def plan_from_annotation(text: str | None, node: str, now: dt.datetime) -> Recla
         raise InputError(f"{what}: {type(exc).__name__}: {exc}") from None
     if window <= 0:
         raise InputError(f"{what}: valid_until {doc['valid_until']} is not after generated_at {doc['generated_at']}")
-    if generated > now + CLOCK_SKEW:
-        raise InputError(f"{what}: generated_at {doc['generated_at']} is in the future (clock skew?)")
+    check_plan_in_force(plan, now, what, start_key="generated_at")
+    return plan
+
+
+def check_plan_in_force(plan: ReclaimPlan, now: dt.datetime, what: str, start_key: str = "window_start") -> None:
+    """The checks a plan passes before the agent uses it, read from the annotation or from a file
+    alike; InputError says why it is refused. Its window must not be empty, must have begun (a plan
+    generated more than CLOCK_SKEW ahead, say in 2099, is a wrong clock or a forgery that would
+    never expire), must not have ended, and the per-NUMA amounts must fit the node's."""
+    start = utc(plan.window_start)
+    until = start + dt.timedelta(seconds=plan.window_seconds)
+    if plan.window_seconds <= 0:
+        raise InputError(f"{what}: its window ({plan.window_start} + {plan.window_seconds} s) is empty")
+    if start > now + CLOCK_SKEW:
+        raise InputError(f"{what}: {start_key} {plan.window_start} is in the future (clock skew?)")
     if now >= until:
-        raise InputError(f"{what}: expired at {doc['valid_until']} (is `tidewise serve` running?)")
+        raise InputError(f"{what}: expired at {until.astimezone(dt.timezone.utc):%Y-%m-%dT%H:%M:%SZ} (its window "
+                         f"began {plan.window_start}; is `tidewise serve` running?)")
     if any(v.millicpu < 0 or v.memory_bytes < 0 for v in plan.numa.values()) or \
             sum(v.millicpu for v in plan.numa.values()) > plan.reclaimed_millicpu or \
             sum(v.memory_bytes for v in plan.numa.values()) > plan.reclaimed_memory_bytes:
         raise InputError(f"{what}: per-NUMA amounts are negative or exceed the node's total")
-    return plan

@@ -13,6 +13,7 @@ cgroup error is logged and the others are still enforced.
 from __future__ import annotations
 
 import logging
+import signal
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence, TypeVar
@@ -81,6 +82,7 @@ class Agent:
         self.last: CpuAllocation | None = None
         self._refusals_logged: set[str] = set()
         self._io_logged: set[tuple[str, str]] = set()
+        self.stopping, self._sleeping = False, False
 
     def _step(self, res: ReconcileResult, name: str, fn: Callable[[], T]) -> T:
         t = self.clock()
@@ -168,11 +170,41 @@ class Agent:
         return self.evictor.run(res.pressure, pods, alloc, usage)
 
     def run(self, iterations: int | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
-        """Reconcile every `interval_seconds`; after a failed pass back off (x2, at most 60 s)."""
+        """Reconcile every `interval_seconds`; after a failed pass back off (x2, at most 60 s).
+        Returns after the pass under way once `stop` was called (SIGTERM: see `run_until_signalled`)."""
         delay, n = self.s.interval_seconds, 0
-        while iterations is None or n < iterations:
-            n += 1
-            res = self.reconcile_once()
-            delay = min(delay * 2, 60.0) if res.error else self.s.interval_seconds
-            if iterations is None or n < iterations:
-                sleep(delay)
+        try:
+            while (iterations is None or n < iterations) and not self.stopping:
+                n += 1
+                res = self.reconcile_once()
+                delay = min(delay * 2, 60.0) if res.error else self.s.interval_seconds
+                if (iterations is None or n < iterations) and not self.stopping:
+                    self._sleeping = True
+                    try:
+                        sleep(delay)
+                    finally:
+                        self._sleeping = False
+        except _Wake:
+            pass  # raised by `stop` only while sleeping, between two passes
+        if self.stopping:
+            log.info("stopped after %d pass(es): the last one finished", n)
+
+    def stop(self, signum: int | None = None, frame: object = None) -> None:
+        """Finish the pass under way (never a pod's cgroup half written), then return from `run`;
+        a stop during the sleep between passes ends it at once."""
+        self.stopping = True
+        if self._sleeping:
+            raise _Wake
+
+    def run_until_signalled(self) -> None:
+        """`run`, with SIGTERM (what the kubelet sends on pod deletion) and SIGINT calling `stop`."""
+        previous = {sig: signal.signal(sig, self.stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self.run()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+class _Wake(Exception):
+    """Ends the sleep between passes when the agent is told to stop."""

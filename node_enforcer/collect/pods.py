@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from typing import Any, Callable, Mapping
 
 from contracts.errors import InputError, TidewiseError
@@ -16,6 +17,13 @@ from contracts.quantity import parse_cpu_millis, parse_memory_bytes
 from node_enforcer.model.pod import Container, Pod
 
 log = logging.getLogger(__name__)
+
+# Both reach cgroup paths (`kubepods/pod<uid>/<container id>`), so a `../` in either, from a pods
+# file or a forged object, would point the agent's writes anywhere. A uid is the API server's RFC
+# 4122 UUID or, for a static pod, the kubelet's 32-hex-digit hash; a container id (after
+# `containerd://`) is a runtime's id: hex for containerd, CRI-O and Docker, never a path.
+_UID = re.compile(r"^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$")
+_CONTAINER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 def _k8s_qos(containers: list[Container]) -> str:
     """The kubelet's QoS class, for pods whose status does not carry it yet."""
@@ -39,6 +47,9 @@ def pod_from_object(obj: Mapping[str, Any]) -> Pod:
     uid, name = meta.get("uid"), meta.get("name")
     if not uid or not name:
         raise ValueError("pod without metadata.uid or metadata.name")
+    if not isinstance(uid, str) or not _UID.match(uid):
+        raise ValueError(f"pod {name}: metadata.uid {str(uid)[:80]!r} is not a Kubernetes uid (a UUID or "
+                         "32 hex digits); it would name a cgroup path")
     annotations = meta.get("annotations") or {}
     if not isinstance(annotations, Mapping):
         raise ValueError(f"pod {name}: metadata.annotations is not a mapping")
@@ -46,7 +57,10 @@ def pod_from_object(obj: Mapping[str, Any]) -> Pod:
     for cs in status.get("containerStatuses") or []:
         cid = cs.get("containerID") or ""
         if cs.get("name") and cid:
-            ids[cs["name"]] = cid.split("://", 1)[-1]
+            ids[cs["name"]] = cid = str(cid).split("://", 1)[-1]
+            if not _CONTAINER_ID.match(cid):
+                raise ValueError(f"pod {name}: container {cs['name']}: containerID {cid[:80]!r} is not a "
+                                 "runtime's id (letters, digits, '_', '.', '-'); it would name a cgroup path")
     containers = []
     for c in spec.get("containers") or []:
         res = c.get("resources") or {}

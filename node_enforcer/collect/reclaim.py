@@ -8,7 +8,7 @@ shared with the publisher (standard library only: the per-node agent must not pa
 pandas, about 120 MiB of resident memory against its 80 MiB budget).
 
 A plan the agent cannot trust — missing, malformed, another schema, another node's, not yet valid
-or past its `valid_until` — is refused and replaced by `zero_plan` (reclaim nothing beyond the
+(generated in the future) or past its `valid_until`, from the annotation or a file alike — is refused and replaced by `zero_plan` (reclaim nothing beyond the
 pool's floor): the agent fails closed instead of lending the online pods' room on stale numbers.
 """
 from __future__ import annotations
@@ -20,7 +20,8 @@ import os
 from typing import Callable, Mapping
 
 from contracts.errors import InputError, TidewiseError
-from contracts.reclaim import PLAN_ANNOTATION, ReclaimPlan, plan_from_annotation, plan_from_dict, zero_plan
+from contracts.reclaim import (PLAN_ANNOTATION, ReclaimPlan, check_plan_in_force, plan_from_annotation, plan_from_dict,
+                               zero_plan)
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +60,7 @@ def reclaim_loader(path: str | None, node: str,
         if annotations is not None:
             return plan_from_annotation(annotations().get(PLAN_ANNOTATION), node, at)
         p = load_reclaim_plan(path or "", node or None)
-        if p.expired(at):
-            raise TidewiseError(f"reclaim plan {path}: its window ({p.window_start} + {p.window_seconds} s) "
-                                "has passed")
+        check_plan_in_force(p, at, f"--reclaim-plan {path}")  # the annotation's checks: expired, in the future
         return p
 
     def load() -> ReclaimPlan | None:

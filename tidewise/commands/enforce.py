@@ -205,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"tidewise enforce: node {node}, {topo.summary()}, cgroup v{driver.version} ({s.cgroup_driver}) "
               f"at {s.cgroup_root}, every {s.interval_seconds:g} s{' (dry-run)' if s.dry_run else ''}",
               file=sys.stderr)
-        agent.run()
+        agent.run_until_signalled()  # SIGTERM finishes the pass under way, then exit 0
         return 0
     return _reconcile_once(agent, s, node, topo.summary(), driver.version, args.plan_out)
 
