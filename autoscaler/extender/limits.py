@@ -22,11 +22,12 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Limits:
     # nodeCacheCapable: true sends names (5,000 are ~150 KiB); false sends whole Nodes, ~3.4 KiB each
-    # here, so 16 MiB holds ~4,800 of them: raise it for a larger fleet without the node cache
-    max_body_bytes: int = 16 * 2**20
+    # here, so 4 MiB holds ~1,200 of them: raise it for a larger fleet without the node cache. Parsing
+    # holds the GIL (~10 ms a MiB): a smaller bound keeps a flood of large bodies from stalling calls
+    max_body_bytes: int = 4 * 2**20
     max_nodes: int = 5_000  # Kubernetes' largest supported cluster: more names in one call is not a scheduler
     client_timeout: float = 10.0  # s per read, and for a whole request to arrive; the scheduler's own is 5 s
-    max_connections: int = 64  # open at once; past it a new one gets 503 at once (the scheduler keeps 1-2)
+    max_connections: int = 256  # open at once; past it 503 at once (the scheduler keeps 1-2; an idle thread ~100 KiB)
     workers: int = 4  # requests parsed and answered at once (the GIL runs one anyway; parsing is the memory)
     inflight_bytes: int = 64 * 2**20  # request bodies held at once, read but not yet parsed
     explain_nodes: int = 1_000  # per call kept for /explain, refusals first (the counts are in the log)

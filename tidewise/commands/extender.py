@@ -41,14 +41,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stale-after", default="120", metavar="SECONDS",
                    help="a cache whose watch has failed this long is not used (default 120: fail closed)")
     p.add_argument("--explain-pods", default="256", metavar="N", help="pods whose reasons /explain keeps (default 256)")
-    p.add_argument("--max-body-mib", default="16", metavar="MIB",
-                   help="largest request body, refused with 413 unread (default 16: ~4,800 whole Nodes, or names)")
+    p.add_argument("--max-body-mib", default="4", metavar="MIB",
+                   help="largest request body, refused with 413 unread (default 4: names of any cluster, or "
+                        "~1,200 whole Nodes with nodeCacheCapable: false)")
     p.add_argument("--max-nodes", default="5000", metavar="N", help="most candidate nodes in one call (default 5000)")
     p.add_argument("--client-timeout", default="10", metavar="SECONDS",
                    help="longest wait on a client's read; a request must arrive within twice it (default 10)")
     p.add_argument("--workers", default="4", metavar="N", help="requests answered at once (default 4)")
-    p.add_argument("--max-connections", default="64", metavar="N",
-                   help="connections open at once; past it 503 (default 64)")
+    p.add_argument("--max-connections", default="256", metavar="N",
+                   help="connections open at once; past it 503 (default 256)")
     p.set_defaults(func=run)
 
     def one_line(message: str) -> NoReturn:  # argparse's usage block is noise for one wrong flag value
