@@ -91,7 +91,7 @@ def test_the_extender_may_only_read_nodes_and_custom_node_resources():
     assert [r["metadata"]["name"] for r in roles] == ["tidewise-extender"]
     got = {(g, res, v) for r in roles[0]["rules"] for g in r["apiGroups"] for res in r["resources"] for v in r["verbs"]}
     assert got == {(g, res, v) for g, res in (("", "nodes"), ("node.katalyst.kubewharf.io", "customnoderesources"))
-                   for v in ("get", "list", "watch")}
+                   for v in ("list", "watch")}
     binding = one("ClusterRoleBinding", "tidewise-extender")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "tidewise-extender", "namespace": "tidewise"}]
 
