@@ -140,6 +140,7 @@ class FaultyApiServer(FakeApiServer):
         self.injected: dict[str, int] = {}  # fault kind -> requests (or watches) it hit
         self._armed: list[list[Any]] = []  # fault entries of `fail()` armed for this minute
         self._seq = 0
+        self._minute = -1
         self._count_lock = threading.Lock()
 
     def _handle(self, method: str, path: str, ctype: str, body: Any, query: str = "") -> tuple[int, Any, dict[str, str]]:
@@ -170,7 +171,11 @@ class FaultyApiServer(FakeApiServer):
         return Slow
 
     def apply_minute(self, schedule: FaultSchedule, minute: int, previous: int) -> list[str]:
-        """Arm the API faults of `minute` (the last run was at `previous`); returns what began."""
+        """Arm the API faults of `minute` (the last run was at `previous`); returns what began. A
+        minute is armed once, however many ticks it has (a replica standing by tries every 5 s)."""
+        if minute == self._minute:
+            return []
+        self._minute = minute
         began = []
         with self.lock:
             for entry in self._armed:

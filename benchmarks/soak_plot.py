@@ -42,3 +42,44 @@ def plot(tl: Timeline, schedule: FaultSchedule, path: str) -> str:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def markdown(fig: dict, png: str = "benchmarks/out/soak.png") -> str:
+    """The figures as BENCHMARKS.md's "Soak" tables (from soak.json: `python -m benchmarks.soak_plot FILE`)."""
+    sc, rss, runs, t, f, w = fig["scale"], fig["rss_mib"], fig["runs"], fig["times"], fig["faults"], fig["writes"]
+    audit = w.get("audit") or {}
+    rows = [
+        ("scale", f"{sc['workloads']:,} workloads ({sc['series']:,} series, {sc['pods']:,} pods), {sc['nodes']} nodes, "
+                  f"{sc['minutes']:,} simulated minutes, seed {sc['seed']}, {sc['history_days']:g} d of history a run, "
+                  f"`{sc['model']}`"),
+        ("runs", f"{runs['runs']:,} runs in {runs['ticks']:,} ticks: {runs['ok']:,} ok, {runs['frozen']} frozen "
+                 f"({runs['frozen_by_step']}), {runs['standing_by']} standing by (Lease not renewed)"),
+        ("freezes / recoveries", f"{runs['freeze_episodes']} freeze episodes, {runs['recoveries']} recoveries; minutes from "
+                                 f"Prometheus back to the first good run: {runs['minutes_to_recover_after_prometheus']}"),
+        ("cold run", f"{t['cold_seconds']:.2f} s wall ({t['cold_cpu']:.2f} s CPU)"),
+        ("warm runs", f"median {t['warm_median_seconds']:.2f} s, p95 {t['warm_p95_seconds']:.2f} s, max "
+                      f"{t['warm_max_seconds']:.2f} s over {t['warm_runs']:,} runs"),
+        ("RSS (serve process)", f"{rss['start']:.0f} MiB after the first run, {rss['after_warmup']:.0f} MiB at "
+                                f"{rss['warmup_minutes']} min, then {rss['min_after_warmup']:.0f}-{rss['max_after_warmup']:.0f} "
+                                f"MiB, {rss['end']:.0f} MiB at the end: growth after warm-up "
+                                f"{100 * rss['growth_after_warmup']:.1f}% ({'within' if rss['flat_within_10pct'] else 'over'} 10%)"),
+        ("faults scheduled", ", ".join(f"{k} {v}" for k, v in sorted(f["scheduled"].items()))),
+        ("faults that hit a request", ", ".join(f"{k} {v:,}" for k, v in sorted(f["hit"].items())) +
+         f"; Prometheus killed {f['prometheus_kills']}x, restarted {f['prometheus_restarts']}x"),
+        ("write results (serve's view)", ", ".join(f"{k} {v:,}" for k, v in sorted(runs["write_results"].items()))),
+        ("writes lost", f"{audit.get('lost')} of {audit.get('decisions')} last decisions ({audit.get('held')} held by a "
+                        f"guardrail), checked against a fresh list of the fake" if audit.get("checked")
+         else f"not checked: {audit.get('why')}"),
+        ("writes duplicated", f"{w['duplicates']} of {w['successful_writes']:,} successful writes "
+                              f"({w['objects_written']:,} objects, {w['writes_per_decision_change']} writes per decision "
+                              f"change; {w['failed_answers']:,} refused answers)"),
+    ]
+    out = ["| measure | result |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+    return "\n".join(out) + f"\n\n![soak: RSS and run time over simulated time]({png})\n"
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    print(markdown(json.load(open(sys.argv[1]))))
