@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in SECTIONS:
         if name in sections:
             parts += [MARK.format(name), sections[name]]
+    for name in sections:  # sections measured outside `make bench` (the soak: `make soak`) are kept as they are
+        if name not in SECTIONS:
+            parts += [MARK.format(name), sections[name]]
     from predictor.atomic import write_text_atomic
 
     write_text_atomic(a.out, "\n".join(parts))

@@ -76,3 +76,19 @@ def test_audit_finds_a_decision_the_sink_reported_written_but_never_sent(objects
         assert got["checked"] and got["decisions"] > 0
         assert got["lost"] == lost, got["lost_examples"]
         assert all(x["object"].startswith("Node/") for x in got["lost_examples"])
+
+
+def test_make_bench_keeps_the_soak_section_it_does_not_run(tmp_path, monkeypatch):
+    import types
+
+    import benchmarks.run as bench
+
+    out = tmp_path / "BENCHMARKS.md"
+    out.write_text("# Tidewise benchmarks\n\n<!-- section: forecast -->\nold forecast\n\n"
+                   "<!-- section: soak -->\n## Soak (issue 22)\n\nfigures\n")
+    section = types.SimpleNamespace(run=lambda quick: "## Forecast\n\nnew forecast\n")
+    monkeypatch.setattr(bench.importlib, "import_module", lambda name: section)
+    assert bench.main(["--only", "forecast", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "new forecast" in text and "old forecast" not in text
+    assert "<!-- section: soak -->\n## Soak (issue 22)\n\nfigures\n" in text
