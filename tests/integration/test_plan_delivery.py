@@ -108,7 +108,7 @@ def test_serve_publishes_per_numa_plans_that_enforce_applies_to_real_cgroups(tre
         kc = write_kubeconfig(tmp_path / "kubeconfig", fake.url)
         serve_cfg = tmp_path / "serve.yaml"
         # no step limit, so that the first publication is the whole plan (the limit is unit-tested)
-        serve_cfg.write_text("serve:\n  reclaim:\n    max_step_fraction: 1.0\n")
+        serve_cfg.write_text("serve:\n  reclaim:\n    max_step_fraction: 1.0\n  select:\n    node: {all: true}\n")
         r = run_cli("--config", str(serve_cfg), "serve", "--once", "--apply", "--kubeconfig", kc,
                     "--source", "file", "--input", str(history), "--model", "seasonal_naive_daily",
                     "--now", end.isoformat(), "--no-leader-election", "--port", "0")
