@@ -7,6 +7,7 @@ for numpy or pandas (its memory budget is 80 MiB), and a name defined here is de
 - `errors`: the root of the user-facing error tree (`TidewiseError`, `InputError`, `SourceError`);
 - `kube_errors`: the Kubernetes API error classes (not found, conflict, too many requests, forbidden);
 - `quantity`: Kubernetes resource quantities, parsed and printed exactly (Decimal);
+- `durations`: the duration grammar (`24h`, `1h30m`) and its limits, as seconds;
 - `qos`: Katalyst QoS levels, annotation keys, the reclaimed extended resource names and the one
   fail-closed reading of a pod's QoS annotations (`parse_qos`);
 - `eviction_markers`: the pod markers that refuse an eviction (`safe-to-evict`, `tidewise.io/evict`,

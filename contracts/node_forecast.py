@@ -2,7 +2,7 @@
 
 Serve writes it in the node's `tidewise.io/node-forecast` annotation, next to the reclaim plan
 (`autoscaler/logic/node_forecast.py` builds it from the same per-pod forecasts); the scheduler
-extender (`autoscaler/extender/`) reads it to prefer nodes whose headroom lasts over a pod's
+extender (`extender/`) reads it to prefer nodes whose headroom lasts over a pod's
 expected lifetime. The reclaim plan says what batch work may borrow *now*; this says how the
 online demand moves *later*, which the plan cannot.
 

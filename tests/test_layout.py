@@ -7,10 +7,10 @@ import sys
 from tests.conftest import ROOT
 
 FORBIDDEN = {
-    "predictor": {"kubernetes", "autoscaler", "training", "node_enforcer", "tidewise", "studies"},
-    "autoscaler": {"training", "node_enforcer", "studies"},
-    "node_enforcer": {"training", "autoscaler", "studies"},
-    "training": {"autoscaler", "node_enforcer", "kubernetes", "studies"},
+    "predictor": {"kubernetes", "autoscaler", "training", "node_enforcer", "tidewise", "studies", "extender"},
+    "autoscaler": {"training", "node_enforcer", "studies", "extender"},
+    "node_enforcer": {"training", "autoscaler", "studies", "extender"},
+    "training": {"autoscaler", "node_enforcer", "kubernetes", "studies", "extender"},
     # offline studies drive the serving logic (autoscaler, predictor, training); nothing serving imports them
     "studies": {"node_enforcer", "tidewise"},
     # a benchmark measures the shipped code; what it needs from tests moves into the package or benchmarks/
@@ -26,6 +26,13 @@ FORBIDDEN_INSIDE = {
 }
 # the shared vocabulary both halves import: the node agent must not pay for numpy/pandas through it
 STDLIB_ONLY = ("contracts",)
+# issue 23: the scheduler extender is a process of its own, apart from the serving loop: what it may
+# import besides the standard library (an allow-list: never autoscaler, predictor, node_enforcer, ...)
+EXTENDER_MAY_IMPORT = {"extender", "contracts", "kubernetes", "prometheus_client"}
+# ... and its command hands it serve's Kubernetes wrapper and cluster-state file reader (one wrapper
+# over the client, not two), nothing else of the serving loop
+EXTENDER_COMMAND = os.path.join("tidewise", "commands", "extender.py")
+EXTENDER_COMMAND_MAY_USE = {"autoscaler.kube", "autoscaler.input.cluster"}
 
 
 def imports_of(path):
@@ -83,8 +90,22 @@ def test_contracts_import_only_the_standard_library():
     assert not bad, bad
 
 
+def test_the_extender_imports_only_contracts_kubernetes_prometheus_client_and_the_standard_library():
+    assert os.path.isdir(os.path.join(ROOT, "extender"))
+    allowed = set(sys.stdlib_module_names) | EXTENDER_MAY_IMPORT
+    bad = [f"{os.path.relpath(path, ROOT)} imports {m}" for path in python_files("extender")
+           for m in imports_of(path) if m not in allowed]
+    assert not bad, bad
+
+
+def test_the_extender_command_takes_only_the_kubernetes_wrapper_from_the_serving_loop():
+    used = {m for m in modules_of(os.path.join(ROOT, EXTENDER_COMMAND)) if m.split(".")[0] == "autoscaler"}
+    bad = {m for m in used if not any(m == a or m.startswith(a + ".") for a in EXTENDER_COMMAND_MAY_USE)}
+    assert not bad, f"{EXTENDER_COMMAND} imports {sorted(bad)}"
+
+
 # issue 11: rooms stay small enough to read in one sitting
-SIZED = ("contracts", "predictor", "training", "autoscaler", "node_enforcer", "tidewise", "studies", "benchmarks")
+SIZED = ("contracts", "predictor", "training", "autoscaler", "extender", "node_enforcer", "tidewise", "studies", "benchmarks")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 
@@ -138,6 +159,13 @@ def test_forecast_command_never_loads_kubernetes():
 def test_contracts_load_neither_numpy_nor_pandas_nor_the_predictor():
     code = "import contracts.errors, contracts.kube_errors, contracts.qos, contracts.quantity, contracts.reclaim"
     assert loaded_packages(code, ("numpy", "pandas", "predictor", "kubernetes")) == "[]"
+
+
+def test_the_extender_command_loads_neither_numpy_nor_pandas_nor_the_predictor():
+    code = ("from tidewise.cli import build_parser\nbuild_parser()\n"
+            "import tidewise.commands.extender, extender.server, extender.service, extender.nodes\n"
+            "import autoscaler.kube, autoscaler.input.cluster")
+    assert loaded_packages(code, ("numpy", "pandas", "predictor", "node_enforcer", "training")) == "[]"
 
 
 def test_models_folder_holds_only_gitkeep_in_git():

@@ -149,17 +149,17 @@ def serve_kinds() -> set[str]:
 
 
 def used_by_serve() -> set[Rule]:
-    files = sources("autoscaler/**/*.py", "tidewise/commands/serve.py", exclude="autoscaler/extender")
+    files = sources("autoscaler/**/*.py", "tidewise/commands/serve.py")
     return record_serving_side(called_names(files), serve_kinds())
 
 
 def used_by_extender() -> set[Rule]:
-    from autoscaler.extender.nodes import WatchedSource
+    from extender.nodes import WatchedSource
 
     kinds: list[str] = []
     stub = SimpleNamespace(watched=lambda kind: (kinds.append(kind), (lambda: ([], ""), lambda v, *a: iter(())))[1])
     WatchedSource(stub)  # the kinds its informers follow
-    files = sources("autoscaler/extender/**/*.py", "tidewise/commands/extender*.py")
+    files = sources("extender/**/*.py", "tidewise/commands/extender*.py")
     return record_serving_side(called_names(files), set(kinds))
 
 

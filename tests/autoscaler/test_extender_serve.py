@@ -7,15 +7,15 @@ import copy
 import datetime as dt
 import json
 
-from autoscaler.extender.pod import pod_needs
-from autoscaler.extender.prioritize import NEUTRAL, score_node
+from extender.pod import pod_needs
+from extender.prioritize import NEUTRAL, score_node
 from autoscaler.output.objects import node_change
 from autoscaler.output.sinks import DryRunSink
 from autoscaler.routines.loop import OK, ServingLoop
 from contracts.node_forecast import FORECAST_ANNOTATION, forecast_from_annotation
 from contracts.reclaim import PLAN_ANNOTATION
 from tests.autoscaler.conftest import StaticCluster, fast_settings, source_of, validate_object
-from tests.autoscaler.test_extender import fixture
+from tests.extender.test_extender import fixture
 
 
 def run(objects, history, settings=None):
@@ -93,9 +93,9 @@ def test_what_serve_writes_through_the_api_is_what_the_extender_reads(objects, h
     """serve (ApiSink, the real client) -> the API fake -> the extender's watched node cache."""
     from kubernetes import client
 
-    from autoscaler.extender.nodes import WatchedSource
-    from autoscaler.extender.payload import parse_args
-    from autoscaler.extender.service import Extender
+    from extender.nodes import WatchedSource
+    from extender.payload import parse_args
+    from extender.service import Extender
     from autoscaler.input.cluster import ApiCluster
     from autoscaler.kube import Kube
     from autoscaler.output.sinks import WRITTEN, ApiSink

@@ -11,13 +11,13 @@ import urllib.request
 import pytest
 from kubernetes import client
 
-from autoscaler.extender.nodes import WatchedSource
-from autoscaler.extender.server import ExtenderServer
-from autoscaler.extender.service import Extender
+from extender.nodes import WatchedSource
+from extender.server import ExtenderServer
+from extender.service import Extender
 from autoscaler.kube import Kube
 from contracts.informer import Backoff, Informer, StaleCache
 from tests.autoscaler.fake_apiserver import FakeApiServer
-from tests.autoscaler.test_extender import NOW, fixture
+from tests.extender.test_extender import NOW, fixture
 from tests.conftest import wait_until
 
 

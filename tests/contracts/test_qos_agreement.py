@@ -11,8 +11,8 @@ import logging
 
 import pytest
 
-from autoscaler.extender.filter import filter_node
-from autoscaler.extender.pod import pod_needs
+from extender.filter import filter_node
+from extender.pod import pod_needs
 from autoscaler.logic.decide_node import NodeInputs, decide_node
 from autoscaler.logic.rebalance import QOS_ORDER
 from autoscaler.model.views import NodeView, PodView, report_qos

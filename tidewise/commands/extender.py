@@ -92,7 +92,7 @@ def _number(flag: str, text: str, low: float) -> float:
 
 def _state_source(path: str) -> Any:
     """Nodes and CNRs read once from a file (a StaticSource)."""
-    from autoscaler.extender.nodes import StaticSource
+    from extender.nodes import StaticSource
     from autoscaler.input.cluster import read_objects
 
     objects = read_objects(path)
@@ -101,7 +101,7 @@ def _state_source(path: str) -> Any:
 
 
 def _limits(args: argparse.Namespace) -> Any:
-    from autoscaler.extender.limits import Limits
+    from extender.limits import Limits
 
     return Limits(max_body_bytes=int(_number("--max-body-mib", args.max_body_mib, 0.001) * 2**20),
                   max_nodes=int(_number("--max-nodes", args.max_nodes, 1)),
@@ -111,8 +111,8 @@ def _limits(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autoscaler.extender.server import ExtenderServer
-    from autoscaler.extender.service import Extender
+    from extender.server import ExtenderServer
+    from extender.service import Extender
 
     host, port = _listen(args.listen)
     stale_after = _number("--stale-after", args.stale_after, 1)
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     if args.cluster_state:
         source = _state_source(args.cluster_state)
     else:
-        from autoscaler.extender.nodes import StaticSource, WatchedSource
+        from extender.nodes import StaticSource, WatchedSource
         from autoscaler.kube import Kube
 
         kube = Kube.from_config(args.kubeconfig)

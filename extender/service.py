@@ -15,15 +15,15 @@ import logging
 import threading
 from typing import Any, Callable, Mapping
 
-from autoscaler.extender.annotations import AnnotationCache
-from autoscaler.extender.filter import filter_node
-from autoscaler.extender.limits import Limits
-from autoscaler.extender.metrics import ExtenderMetrics
-from autoscaler.extender.nodes import NodeSource, StaticSource
-from autoscaler.extender.payload import ExtenderArgs, filter_result, priority_list
-from autoscaler.extender.pod import PodNeeds, pod_needs
-from autoscaler.extender.prioritize import NEUTRAL, score_node
-from autoscaler.extender.sizes import deep_size
+from extender.annotations import AnnotationCache
+from extender.filter import filter_node
+from extender.limits import Limits
+from extender.metrics import ExtenderMetrics
+from extender.nodes import NodeSource, StaticSource
+from extender.payload import ExtenderArgs, filter_result, priority_list
+from extender.pod import PodNeeds, pod_needs
+from extender.prioritize import NEUTRAL, score_node
+from extender.sizes import deep_size
 from contracts.informer import StaleCache
 
 log = logging.getLogger(__name__)

@@ -13,14 +13,14 @@ import urllib.error
 
 import pytest
 
-from autoscaler.extender.annotations import AnnotationCache
-from autoscaler.extender.limits import Limits
-from autoscaler.extender.metrics import ExtenderMetrics
-from autoscaler.extender.payload import parse_args
-from autoscaler.extender.server import ExtenderServer
-from autoscaler.extender.service import Extender
+from extender.annotations import AnnotationCache
+from extender.limits import Limits
+from extender.metrics import ExtenderMetrics
+from extender.payload import parse_args
+from extender.server import ExtenderServer
+from extender.service import Extender
 from contracts.reclaim import PLAN_ANNOTATION
-from tests.autoscaler.test_extender import NOW, fixture, post, state_source
+from tests.extender.test_extender import NOW, fixture, post, state_source
 from tests.conftest import wait_until
 
 POD = {"metadata": {"name": "p", "namespace": "ns"}}

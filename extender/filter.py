@@ -25,8 +25,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from autoscaler.extender.annotations import AnnotationCache
-from autoscaler.extender.pod import PodNeeds
+from extender.annotations import AnnotationCache
+from extender.pod import PodNeeds
 from contracts.errors import InputError
 from contracts.qos import RECLAIMED_MEMORY, RECLAIMED_MILLICPU
 from contracts.quantity import parse_cpu_millis, parse_memory_bytes, parse_quantity

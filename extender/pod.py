@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from contracts.durations import duration_seconds
 from contracts.qos import RECLAIMED_MEMORY, RECLAIMED_MILLICPU, QosLevel, parse_qos
 from contracts.quantity import parse_cpu_millis, parse_memory_bytes, parse_quantity
-from predictor.durations import parse_duration
 
 DURATION_ANNOTATION = "tidewise.io/expected-duration"
 DEFAULT_SECONDS = {"batch": 3600.0, "online": 86400.0}  # module docstring: 1 h batch, 24 h online
@@ -78,7 +78,7 @@ def _lifetime(annotations: Mapping[str, str], kind: str) -> tuple[float, str]:
     if text is None:
         return default, f"{kind} default {default / 3600:g}h"
     try:
-        return float(parse_duration(text).total_seconds()), f"{DURATION_ANNOTATION}={text}"
+        return duration_seconds(text), f"{DURATION_ANNOTATION}={text}"
     except Exception:  # noqa: BLE001 - a bad annotation falls back, it does not fail the call
         return default, f"{DURATION_ANNOTATION}={text!r} does not parse, {kind} default {default / 3600:g}h"
 

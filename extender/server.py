@@ -32,9 +32,9 @@ from typing import Any, Callable
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from autoscaler.extender.limits import ByteBudget, Deadlines, Limits
-from autoscaler.extender.payload import BadRequest, error_filter_result, parse_args
-from autoscaler.extender.service import Extender
+from extender.limits import ByteBudget, Deadlines, Limits
+from extender.payload import BadRequest, error_filter_result, parse_args
+from extender.service import Extender
 
 log = logging.getLogger(__name__)
 

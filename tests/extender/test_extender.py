@@ -11,9 +11,9 @@ import urllib.request
 
 import pytest
 
-from autoscaler.extender.nodes import StaticSource
-from autoscaler.extender.server import ExtenderServer
-from autoscaler.extender.service import Extender
+from extender.nodes import StaticSource
+from extender.server import ExtenderServer
+from extender.service import Extender
 from tests.conftest import ROOT
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "extender")

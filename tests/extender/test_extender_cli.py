@@ -12,7 +12,7 @@ import pytest
 
 from contracts.node_forecast import FORECAST_ANNOTATION
 from contracts.reclaim import PLAN_ANNOTATION, utc
-from tests.autoscaler.test_extender import NOW, fixture, post
+from tests.extender.test_extender import NOW, fixture, post
 from tests.conftest import ROOT, run_cli
 from tests.tidewise.test_bad_inputs import one_line_error
 

@@ -21,8 +21,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from autoscaler.extender.annotations import AnnotationCache
-from autoscaler.extender.pod import PodNeeds
+from extender.annotations import AnnotationCache
+from extender.pod import PodNeeds
 from contracts.node_forecast import FORECAST_ANNOTATION, ForecastRefused, NodeForecast, forecast_from_annotation
 
 MAX_PRIORITY = 10  # k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority

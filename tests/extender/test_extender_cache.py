@@ -10,14 +10,14 @@ import json
 import pytest
 from kubernetes import client
 
-from autoscaler.extender.nodes import WatchedSource
-from autoscaler.extender.payload import parse_args
-from autoscaler.extender.service import Extender
+from extender.nodes import WatchedSource
+from extender.payload import parse_args
+from extender.service import Extender
 from autoscaler.kube import Kube
 from contracts.node_forecast import FORECAST_ANNOTATION, ForecastRefused, forecast_from_annotation
 from contracts.reclaim import PLAN_ANNOTATION
 from tests.autoscaler.fake_apiserver import FakeApiServer
-from tests.autoscaler.test_extender import NOW, fixture
+from tests.extender.test_extender import NOW, fixture
 from tests.conftest import wait_until
 
 
@@ -106,7 +106,7 @@ def test_steps_over_covers_the_lifetime_from_now():
 
 
 def test_remembered_plans_and_forecasts_still_expire_with_the_clock():
-    from tests.autoscaler.test_extender import state_source
+    from tests.extender.test_extender import state_source
 
     clock = [NOW]
     ext = Extender(state_source(), clock=lambda: clock[0])

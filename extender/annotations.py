@@ -17,7 +17,7 @@ import json
 import threading
 from typing import Any, Union
 
-from autoscaler.extender.sizes import deep_size
+from extender.sizes import deep_size
 from contracts.errors import InputError
 from contracts.node_forecast import ForecastRefused, NodeForecast, check_forecast, parse_forecast
 from contracts.reclaim import CLOCK_SKEW, PLAN_ANNOTATION, ReclaimPlan, plan_from_annotation, utc
