@@ -32,8 +32,8 @@ def _pct(x: float, digits: int = 1) -> str:
 
 def study_row(seed: int, bursts: str, nodes: int = 40, days: int = 7) -> dict:
     """One study's numbers (and its report for seed 0 in the temp folder)."""
-    from studies.simulation.runner import run_study, write_outputs
-    from studies.simulation.study import StudySettings, details_json
+    from studies.simulation.colocation.runner import run_study, write_outputs
+    from studies.simulation.colocation.study import StudySettings, details_json
 
     s = StudySettings(traces=SHARED_DATA, nodes=nodes, days=days, seed=seed, bursts=bursts, cache_dir=CACHE)
     t0 = time.perf_counter()

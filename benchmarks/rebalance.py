@@ -23,7 +23,7 @@ SEEDS = (0, 1, 2)
 
 
 def study(seed: int, nodes: int, days: int, headroom: tuple[float, float] = (0.5, 0.8), sweeps: bool = True) -> dict:
-    from studies.simulation.rebalance import RebalanceStudySettings, run_rebalance_study
+    from studies.simulation.rebalance.study import RebalanceStudySettings, run_rebalance_study
 
     s = RebalanceStudySettings(traces=SHARED_DATA, nodes=nodes, days=days, seed=seed, headroom=headroom,
                                cache_dir=CACHE)

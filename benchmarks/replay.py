@@ -50,7 +50,7 @@ def score(flags: str, quick: bool) -> tuple[dict[str, Any], float]:
 def figure(reports: Mapping[str, Mapping[str, Any]], path: str) -> None:
     """VPA and HPA trade-off panels as one small SVG (fixed hash salt and no date: re-runs diff cleanly)."""
     from studies.replay.tradeoff import plot_tradeoff, scorer_curves
-    from training.pages import pyplot
+    from reports.pages import pyplot
 
     plt = pyplot()
     plt.rcParams["svg.hashsalt"] = "tidewise"

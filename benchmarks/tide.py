@@ -38,9 +38,9 @@ def reactive_bound(needed: np.ndarray, nodes: int, reaction: int) -> tuple[float
 
 def study_row(seed: int, nodes: int = 40, days: int = 7, return_minutes: int | None = None) -> dict:
     """One study's numbers (and its report for seed 0 in the temp folder)."""
-    from studies.simulation.tide_model import PoolSettings
-    from studies.simulation.tide_report import write_tide_outputs
-    from studies.simulation.tide_study import TideStudySettings, details_json, run_tide_study
+    from studies.simulation.tide.model import PoolSettings
+    from studies.simulation.tide.report import write_tide_outputs
+    from studies.simulation.tide.study import TideStudySettings, details_json, run_tide_study
 
     pool = PoolSettings() if return_minutes is None else PoolSettings(return_minutes=return_minutes)
     s = TideStudySettings(traces=SHARED_DATA, nodes=nodes, days=days, seed=seed, cache_dir=CACHE, pool=pool)

@@ -2,8 +2,8 @@
 cluster as Kubernetes objects, and one offline run of the serving loop over it.
 
 The steps, in the order the command runs them: `generate_demo` (history.parquet),
-`profile_and_forecast` (profiles.json, forecasts.csv), `write_demo_report` (report.html) and
-`write_demo_outputs` (`cluster-state.yaml`: Nodes, Deployments/StatefulSets, Pods, HPAs
+`profile_and_forecast` (profiles.json, forecasts.csv), the forecast report (report.html, written by
+the command with `training.report`: studies import nothing from training) and `write_demo_outputs` (`cluster-state.yaml`: Nodes, Deployments/StatefulSets, Pods, HPAs
 autoscaling/v2, VPAs naming `tidewise` in spec.recommenders; and `recommendations/`, the file
 sink's output of one run). Tests also use `cluster_objects` and `MemorySource` as a cluster and
 a history source.
@@ -25,7 +25,6 @@ from predictor.history import History, history_from_frame, write_long
 from predictor.profile import build_profiles
 from predictor.sources.synthetic import SyntheticCluster, Workload, generate_cluster
 from predictor.types import Forecast, ServiceProfile
-from training.report import render_report
 
 GIB = 2**30
 STEP = pd.Timedelta("5m")  # the synthetic history's step
@@ -149,10 +148,3 @@ def profile_and_forecast(out_dir: str, history: History, horizon: pd.Timedelta, 
         forecasts = forecast_history(history, req, progress=advance)
     write_long(forecasts_to_frame(forecasts), os.path.join(out_dir, "forecasts.csv"))
     return profiles, forecasts
-
-
-def write_demo_report(out_dir: str, history: History, forecasts: list[Forecast],
-                      profiles: dict[str, ServiceProfile], meta: str) -> None:
-    """report.html: one plot per forecast, with its profile's class and peak window."""
-    render_report(os.path.join(out_dir, "report.html"), history, forecasts,
-                  {k: p.to_dict() for k, p in profiles.items()}, title="Tidewise demo: synthetic cluster", meta=meta)

@@ -11,18 +11,27 @@ FORBIDDEN = {
     "autoscaler": {"training", "node_enforcer", "studies", "extender"},
     "node_enforcer": {"training", "autoscaler", "studies", "extender"},
     "training": {"autoscaler", "node_enforcer", "kubernetes", "studies", "extender"},
-    # offline studies drive the serving logic (autoscaler, predictor, training); nothing serving imports them
-    "studies": {"node_enforcer", "tidewise"},
+    # offline studies drive the serving logic (autoscaler, predictor); nothing serving imports them, and
+    # they import nothing from training (issue 23): the HTML page helper both share is in reports/
+    "studies": {"node_enforcer", "tidewise", "training"},
+    # presentation only (style, page frame, embedded figures): it knows no forecast and no decision
+    "reports": {"contracts", "predictor", "training", "autoscaler", "node_enforcer", "tidewise", "studies",
+                "kubernetes"},
     # a benchmark measures the shipped code; what it needs from tests moves into the package or benchmarks/
     "benchmarks": {"tests"},
 }
 # ... except the soak (issue 22), which runs serve against the project's fakes of its surroundings (the API
 # server fake, the Prometheus launcher): they are the environment it is measured in, not the code measured
 TEST_SUPPORT_USERS = {os.path.join("benchmarks", f) for f in ("soak.py", "soak_faults.py")}
+SIM_STUDIES = ("colocation", "tide", "rebalance")
 # Inside the node agent, policy is pure (topology + pods + plan in, a plan out): it reads neither
 # the collectors (/proc, the kubelet, the API) nor the enforcers (cgroup writes, evictions).
 FORBIDDEN_INSIDE = {
     os.path.join("node_enforcer", "policy"): {"node_enforcer.collect", "node_enforcer.enforce"},
+    # the simulators (issue 23): each study stands on the shared harness and imports no other study;
+    # the harness imports none of them
+    **{os.path.join("studies", "simulation", here): {f"studies.simulation.{s}" for s in SIM_STUDIES if s != here}
+       for here in (*SIM_STUDIES, "harness")},
 }
 # the shared vocabulary both halves import: the node agent must not pay for numpy/pandas through it
 STDLIB_ONLY = ("contracts",)
@@ -106,6 +115,7 @@ def test_the_extender_command_takes_only_the_kubernetes_wrapper_from_the_serving
 
 # issue 11: rooms stay small enough to read in one sitting
 SIZED = ("contracts", "predictor", "training", "autoscaler", "extender", "node_enforcer", "tidewise", "studies", "benchmarks")
+SIZED += ("reports",)  # issue 23: the HTML page helper's own package
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 

@@ -17,7 +17,7 @@ import pandas as pd
 from predictor.atomic import write_text_atomic
 from predictor.history import History
 from predictor.types import Forecast
-from training.pages import PAGE_END, figure_png, page_start, plot_blocks, pyplot
+from reports.pages import PAGE_END, figure_png, page_start, plot_blocks, pyplot
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ disruption left is respected before the API server has to refuse. Every pod on a
 not chosen gets its reason too.
 
 `plan_rebalance` serves both the serving loop (`autoscaler/routines/rebalance.py`) and the
-simulation on the real traces (`studies/simulation/rebalance.py`): one implementation of the choice.
+simulation on the real traces (`studies/simulation/rebalance/study.py`): one implementation of the choice.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The tide step's margin over a pool's forecast: calibrated from the forecast's own errors (as the
-tide simulator's default plans, `studies/simulation/tide_policies.py`) or the fixed stack.
+tide simulator's default plans, `studies/simulation/tide/policies.py`) or the fixed stack.
 
 Calibrated (`tide.margin: calibrated`, the default): per pool and resource one
 `autoscaler.logic.tide_calibration.ErrorLedger`, in memory. Each run first scores the forecasts of

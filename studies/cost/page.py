@@ -15,7 +15,7 @@ import pandas as pd
 from predictor.atomic import write_text_atomic
 from studies.cost.ledger import NAMESPACE_COLUMNS
 from studies.cost.report import CostReport
-from training.pages import PAGE_END, figure_png, image, page_start, pyplot, table
+from reports.pages import PAGE_END, figure_png, image, page_start, pyplot, table
 
 NOT_MEASURED = "not measured"
 HOURLY_LABELS = {"requested": "requested", "used": "used", "vpa_before": "requests before Tidewise (replayed series)",

@@ -20,7 +20,7 @@ from studies.replay.decision_time import BACKEND, DecisionTimeForecaster, Decisi
 from studies.replay.decisions import STEP, DailyChoiceForecaster, replay_hpa, replay_vpa_decisions, replay_vpa_default
 from studies.replay.inputs import ReplayInput
 from studies.replay.report import MAX_PLOTS, plot_lines, render
-from training.pages import figure_png, pyplot
+from reports.pages import figure_png, pyplot
 from studies.replay.scores import request_in_force
 from studies.replay.tradeoff import Curves, hpa_series_curves, mean_curves, plot_tradeoff, vpa_series_curves
 

@@ -51,14 +51,14 @@ def test_cycle_finder_sees_a_lazy_two_module_cycle():
 
 def test_studies_modules_import_each_other_without_a_cycle():
     graph = module_imports("studies")
-    assert "studies.simulation.report" in graph and "studies.simulation.runner" in graph
+    assert "studies.simulation.colocation.report" in graph and "studies.simulation.colocation.runner" in graph
     assert cycles(graph) == []
 
 
 def test_one_page_helper():
-    """HTML pages share training/pages.py (the style, the frame, embedded figures): no second CSS."""
+    """HTML pages share reports/pages.py (the style, the frame, embedded figures): no second CSS."""
     defining = []
-    for pkg in ("training", "studies", "autoscaler"):
+    for pkg in ("reports", "training", "studies", "autoscaler"):
         for folder, _, files in os.walk(os.path.join(ROOT, pkg)):
             for f in files:
                 if f.endswith(".py"):
@@ -67,4 +67,4 @@ def test_one_page_helper():
                     if any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "CSS" for t in n.targets)
                            for n in tree.body):
                         defining.append(os.path.relpath(path, ROOT))
-    assert defining == [os.path.join("training", "pages.py")]
+    assert defining == [os.path.join("reports", "pages.py")]

@@ -1,4 +1,4 @@
-"""The rebalancing study (`studies/simulation/rebalance.py`, `tidewise simulate rebalance`) on a few
+"""The rebalancing study (`studies/simulation/rebalance/study.py`, `tidewise simulate rebalance`) on a few
 real traces: the results' shape, determinism by seed, forecasts that never see the future, moves
 that actually cool hot nodes, and bad input exiting 2 with one line."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ KEYS = {"node_minutes_hot", "hot_share", "node_minutes_saturated", "pods_moved",
 
 
 def settings(**kw):
-    from studies.simulation.rebalance import RebalanceStudySettings
+    from studies.simulation.rebalance.study import RebalanceStudySettings
 
     base = dict(traces=SHARED_DATA, nodes=4, days=1, seed=1, forecast_model="seasonal_naive_daily",
                 trace_names=TRACES, headroom=(0.4, 0.6))
@@ -25,7 +25,7 @@ def settings(**kw):
 
 @needs_shared_data
 def test_every_policy_runs_and_rebalancing_cools_hot_nodes():
-    from studies.simulation.rebalance import run_rebalance_study
+    from studies.simulation.rebalance.study import run_rebalance_study
 
     r = run_rebalance_study(settings(), sweeps=False)
     assert list(r["policies"]) == ["none", "reactive", "tidewise"]
@@ -39,7 +39,7 @@ def test_every_policy_runs_and_rebalancing_cools_hot_nodes():
 
 @needs_shared_data
 def test_the_same_seed_gives_the_same_result_and_another_seed_another_cluster():
-    from studies.simulation.rebalance import run_rebalance_study
+    from studies.simulation.rebalance.study import run_rebalance_study
 
     a = run_rebalance_study(settings(), policy="reactive", sweeps=False)
     b = run_rebalance_study(settings(), policy="reactive", sweeps=False)
@@ -51,8 +51,8 @@ def test_the_same_seed_gives_the_same_result_and_another_seed_another_cluster():
 def test_forecasts_made_at_an_hour_never_see_what_follows_it(tmp_path):
     """Changing every value from 07:00 of day 0 on leaves the 00:00 and 06:00 forecasts as they were
     and changes the 12:00 one (which has seen it)."""
-    from studies.simulation.rebalance import intraday_forecasts
-    from studies.simulation.traces import SIM_EPOCH, load_traces
+    from studies.simulation.rebalance.study import intraday_forecasts
+    from studies.simulation.harness.traces import SIM_EPOCH, load_traces
 
     s = settings(refresh_hours=6)
     traces = load_traces(SHARED_DATA, days=1, names=TRACES)

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studies.simulation.batch import SIZES, draw_jobs, mean_work
-from studies.simulation.catalogue import policy_set
-from studies.simulation.cluster import Cluster, ClusterSettings, build_cluster
-from studies.simulation.engine import EngineSettings, simulate
-from studies.simulation.policies import FirstFit, Katalyst, Koordinator, NoColocation, NodeForecasts, Observation
-from studies.simulation.traces import SIM_EPOCH, load_traces, make_trace
+from studies.simulation.harness.batch import SIZES, draw_jobs, mean_work
+from studies.simulation.colocation.catalogue import policy_set
+from studies.simulation.harness.cluster import Cluster, ClusterSettings, build_cluster
+from studies.simulation.colocation.engine import EngineSettings, simulate
+from studies.simulation.colocation.policies import FirstFit, Katalyst, Koordinator, NoColocation, NodeForecasts, Observation
+from studies.simulation.harness.traces import SIM_EPOCH, load_traces, make_trace
 from tests.conftest import SHARED_DATA, needs_shared_data
 
 TRACES = ["aiops/cpu4", "ccc/cluster14", "web/nasa95"]
@@ -276,7 +276,7 @@ def test_cluster_requests_near_peak_and_no_colocation_utilisation(traces):
 
 
 def test_forecasts_see_only_the_past_and_are_cached(traces, tmp_path):
-    from studies.simulation.forecasts import forecast_series
+    from studies.simulation.harness.forecasts import forecast_series
 
     series = {t.name: t.grid_series for t in traces[:2]}
     base, models = forecast_series(series, 2, model="seasonal_naive_daily", cache_dir=str(tmp_path))
@@ -299,7 +299,7 @@ def test_forecasts_see_only_the_past_and_are_cached(traces, tmp_path):
 
 
 def test_node_series_sum_the_services_where_all_have_data(traces):
-    from studies.simulation.forecasts import node_series
+    from studies.simulation.colocation.forecasts import node_series
 
     c = build_cluster(traces, ClusterSettings(nodes=2), seed=4)
     series = node_series(c)
@@ -321,8 +321,8 @@ def test_held_back_is_what_the_quota_leaves_beyond_online_demand():
 
 
 def test_verdict_compares_goodput_within_the_budget():
-    from studies.simulation.engine import RunResult
-    from studies.simulation.study import Study
+    from studies.simulation.colocation.engine import RunResult
+    from studies.simulation.colocation.study import Study
 
     def run(label, util, short, batch, evictions, p95):
         z = np.zeros(1)
@@ -345,8 +345,8 @@ def test_verdict_compares_goodput_within_the_budget():
 
 @needs_shared_data
 def test_study_at_service_level_forecasts_every_trace():
-    from studies.simulation.runner import run_study
-    from studies.simulation.study import StudySettings
+    from studies.simulation.colocation.runner import run_study
+    from studies.simulation.colocation.study import StudySettings
 
     s = StudySettings(traces=SHARED_DATA, nodes=2, days=1, policy="tidewise", sweeps=False,
                       forecast_model="seasonal_naive_daily", forecast_level="service", trace_names=TRACES)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from studies.simulation.bursts import BurstModel, estimate, excess_samples, hurst, node_peaks
-from studies.simulation.cluster import Service
-from studies.simulation.forecast_policy import START_RESERVE, Tidewise
-from studies.simulation.policies import NodeForecasts, Observation, forward_max
+from studies.simulation.colocation.bursts import BurstModel, estimate, excess_samples, hurst, node_peaks
+from studies.simulation.harness.cluster import Service
+from studies.simulation.colocation.forecast_policy import START_RESERVE, Tidewise
+from studies.simulation.colocation.policies import NodeForecasts, Observation, forward_max
 from tests.conftest import SHARED_DATA, needs_shared_data
 from tests.studies.test_simulation import flat_forecasts, hand_cluster
 
@@ -72,7 +72,7 @@ def test_bursts_are_drawn_from_each_traces_samples_seeded_and_pooled_for_coarse_
 
 @needs_shared_data
 def test_calibrated_model_from_the_real_traces_has_bursts_and_finite_numbers():
-    from studies.simulation.traces import load_traces
+    from studies.simulation.harness.traces import load_traces
 
     traces = load_traces(SHARED_DATA, days=1, names=["ccc/cluster2", "web/nasa95", "aiops/cpu4"])
     model = estimate({t.name: t.history_1min for t in traces if t.history_1min is not None}, "calibrated")

@@ -7,13 +7,13 @@ import pandas as pd
 import pytest
 
 from autoscaler.logic.tide import LEND, RETURN, NodeMove, TideNode
-from studies.simulation import tide_forecasts
-from studies.simulation.tide_engine import simulate_tide
-from studies.simulation.tide_forecasts import PoolForecasts, forecast_pool
-from studies.simulation.tide_model import OnlinePool, PoolSettings, hpa_replicas
-from studies.simulation.tide_policies import PoolView, Schedule, TidewiseTide, Watermark
-from studies.simulation.tide_study import TideStudySettings, run_tide_study
-from studies.simulation.traces import FORECAST_STEP, SIM_EPOCH
+from studies.simulation.tide import forecasts as tide_forecasts
+from studies.simulation.tide.engine import simulate_tide
+from studies.simulation.tide.forecasts import PoolForecasts, forecast_pool
+from studies.simulation.tide.model import OnlinePool, PoolSettings, hpa_replicas
+from studies.simulation.tide.policies import PoolView, Schedule, TidewiseTide, Watermark
+from studies.simulation.tide.study import TideStudySettings, run_tide_study
+from studies.simulation.harness.traces import FORECAST_STEP, SIM_EPOCH
 from tests.conftest import SHARED_DATA, needs_shared_data
 
 ALLOC = 30.0
@@ -212,14 +212,14 @@ def test_same_seed_same_results_and_another_seed_another_cluster():
 
 
 def _run(label: str, lent: float, late: int, drained: float, evicted: int):
-    from studies.simulation.tide_engine import TideRun
+    from studies.simulation.tide.engine import TideRun
 
     z = np.zeros(1, dtype=np.int64)
     return TideRun(label, lent, late, drained, evicted, 0.0, 0.0, 1, 1, 0, 7.0, z, z)
 
 
 def test_the_verdict_compares_with_the_watermark_that_lends_most_without_more_late_minutes():
-    from studies.simulation.tide_study import TideStudy
+    from studies.simulation.tide.study import TideStudy
 
     runs = [_run("watermark", 100, 0, 50, 50), _run("watermark@low=0.7", 200, 3, 10, 10),
             _run("watermark@high=0.85", 150, 0, 30, 0), _run("tidewise", 190, 0, 40, 17),

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from autoscaler.logic.tide import forecast_margin
-from studies.simulation.tide_calibration import ForecastErrors
-from studies.simulation.tide_engine import simulate_tide
-from studies.simulation.tide_forecasts import PoolForecasts
-from studies.simulation.tide_model import PoolSettings
-from studies.simulation.tide_policies import Oracle, TidewiseTide
-from studies.simulation.tide_study import run_tide_study
+from studies.simulation.tide.calibration import ForecastErrors
+from studies.simulation.tide.engine import simulate_tide
+from studies.simulation.tide.forecasts import PoolForecasts
+from studies.simulation.tide.model import PoolSettings
+from studies.simulation.tide.policies import Oracle, TidewiseTide
+from studies.simulation.tide.study import run_tide_study
 from tests.conftest import needs_shared_data
 from tests.studies.test_tide import ALLOC, _small, hand_pool
 

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from contracts.errors import InputError
-    from studies.demo import generate_demo, profile_and_forecast, write_demo_outputs, write_demo_report
+    from studies.demo import generate_demo, profile_and_forecast, write_demo_outputs
     from predictor.durations import parse_duration
     from tidewise.paths import prepare_output_dir
     from tidewise.progress import progress
@@ -59,9 +59,9 @@ def run(args: argparse.Namespace) -> int:
     err.print(f"generated {len(history.series)} series, {rows:,} samples, "
               f"{len(history.gaps)} with gaps ({time.perf_counter() - t0:.1f} s)")
     profiles, forecasts = profile_and_forecast(args.out, history, horizon, progress)
-    write_demo_report(args.out, history, forecasts, profiles,
-                      meta=f"{args.workloads} workloads in {args.namespaces} namespaces on {args.nodes} nodes; "
-                           f"{args.days:g} days of 5-minute history; forecasts for the next {args.horizon}.")
+    _write_report(args.out, history, forecasts, profiles,
+                  meta=f"{args.workloads} workloads in {args.namespaces} namespaces on {args.nodes} nodes; "
+                       f"{args.days:g} days of 5-minute history; forecasts for the next {args.horizon}.")
     with progress("serving loop, once, offline (dry-run file sink)", 1) as advance:
         served = write_demo_outputs(cluster, history, args.out)
         advance(1)
@@ -98,3 +98,14 @@ def print_summary(cluster: Any, history: Any, profiles: dict, forecasts: list, h
     if not out.is_terminal:
         out = Console(width=130)
     out.print(table)
+
+
+def _write_report(out_dir: str, history: Any, forecasts: list, profiles: dict, meta: str) -> None:
+    """report.html: one plot per forecast, with its profile's class and peak window (the forecast
+    report of `training`, which the studies' demo module may not import)."""
+    import os
+
+    from training.report import render_report
+
+    render_report(os.path.join(out_dir, "report.html"), history, forecasts,
+                  {k: p.to_dict() for k, p in profiles.items()}, title="Tidewise demo: synthetic cluster", meta=meta)

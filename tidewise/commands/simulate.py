@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
         from tidewise.commands.simulate_tide import run_tide
 
         return run_tide(args)
-    from studies.simulation.runner import run_study, write_outputs
-    from studies.simulation.study import StudySettings
+    from studies.simulation.colocation.runner import run_study, write_outputs
+    from studies.simulation.colocation.study import StudySettings
     from tidewise.paths import prepare_output_dir
     from tidewise.progress import progress
 

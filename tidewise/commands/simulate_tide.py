@@ -31,8 +31,8 @@ def register_tide(inner: argparse._SubParsersAction) -> None:
 
 
 def run_tide(args: argparse.Namespace) -> int:
-    from studies.simulation.tide_report import write_tide_outputs
-    from studies.simulation.tide_study import TideStudySettings, check_settings, run_tide_study
+    from studies.simulation.tide.report import write_tide_outputs
+    from studies.simulation.tide.study import TideStudySettings, check_settings, run_tide_study
     from tidewise.paths import prepare_output_dir
     from tidewise.progress import progress
 

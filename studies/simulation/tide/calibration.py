@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from autoscaler.logic.tide_calibration import ErrorLedger
-from studies.simulation.tide_forecasts import PoolForecasts
+from studies.simulation.tide.forecasts import PoolForecasts
 
 BUCKET = 60  # minutes of lead per bucket: the forecasts are hourly, their error grows with the hour of lead
 

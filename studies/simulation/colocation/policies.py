@@ -23,7 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
-from studies.simulation.cluster import Cluster
+from studies.simulation.harness.cluster import Cluster
 
 EPS = 1e-9
 

@@ -24,8 +24,8 @@ import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
 from autoscaler.logic.tide import nodes_needed
-from studies.simulation.cluster import Cluster, Service
-from studies.simulation.traces import SIM_EPOCH
+from studies.simulation.harness.cluster import Cluster, Service
+from studies.simulation.harness.traces import SIM_EPOCH
 
 
 @dataclass

@@ -31,9 +31,9 @@ from typing import Protocol
 import numpy as np
 
 from autoscaler.logic.tide import LEND, RETURN, NodeMove, TideNode, TideSettings, nodes_needed, plan_pool
-from studies.simulation.tide_calibration import BUCKET, ForecastErrors
-from studies.simulation.tide_forecasts import PoolForecasts
-from studies.simulation.tide_model import OnlinePool, history_needed_by_hour
+from studies.simulation.tide.calibration import BUCKET, ForecastErrors
+from studies.simulation.tide.forecasts import PoolForecasts
+from studies.simulation.tide.model import OnlinePool, history_needed_by_hour
 
 _DEFAULT = TideSettings()
 

@@ -12,24 +12,19 @@ from typing import Any
 
 import numpy as np
 
-from studies.simulation.study import Study
-from studies.simulation.traces import DAY_MIN
-from training.pages import PAGE_END, figure_png, image, page_start, pyplot
+from reports.pages import PAGE_END, figure_png, image, page_start, pyplot
+from studies.simulation.colocation.study import Study
+from studies.simulation.harness.page import SOURCES, family, is_default
+from studies.simulation.harness.traces import DAY_MIN
 
 COLOURS = {"none": "#555555", "katalyst": "#d62728", "koordinator": "#1f77b4", "tidewise": "#2ca02c"}
-SOURCES = ("Traces: Cloud Cluster Capacity Dataset (Apache-2.0), Donut sample KPIs (MIT), Numenta Anomaly "
-           "Benchmark (MIT), WorldCup98 and NASA-KSC 1995 request logs (ITA); see ../shared/data/*/SOURCE.md.")
-
-
-def _family(label: str) -> str:
-    return label.split("@")[0]
 
 
 def plot_daily(study: Study) -> str:
     """Mean utilisation over the day, per policy's default setting."""
     fig, ax = pyplot().subplots(figsize=(9, 4))
     for r in study.results:
-        if "@" in r.label:
+        if not is_default(r.label):
             continue
         T = len(r.util_by_minute) // DAY_MIN * DAY_MIN
         if T == 0:
@@ -37,7 +32,7 @@ def plot_daily(study: Study) -> str:
         by_day = r.util_by_minute[:T].reshape(-1, DAY_MIN).mean(axis=0)
         q = by_day.reshape(-1, 15).mean(axis=1)  # quarter-hours
         ax.plot(np.arange(len(q)) / 4, 100 * q, label=f"{r.label} (mean {100 * r.utilisation:.1f}%)",
-                color=COLOURS.get(_family(r.label)))
+                color=COLOURS.get(family(r.label)))
     ax.set_xlabel("hour of the simulated day (each trace keeps its own time of day)")
     ax.set_ylabel("node CPU utilisation, %")
     ax.set_xlim(0, 24)
@@ -53,7 +48,7 @@ def plot_frontier(study: Study, budget: float) -> str:
     fig, ax = pyplot().subplots(figsize=(9, 4.5))
     fams: dict[str, list] = {}
     for r in study.results:
-        fams.setdefault(_family(r.label), []).append(r)
+        fams.setdefault(family(r.label), []).append(r)
     floor = 1e-4  # percent; zero shortfall is drawn on this line (log axis)
     for fam, runs in fams.items():
         runs = sorted(runs, key=lambda r: r.utilisation)
@@ -61,7 +56,7 @@ def plot_frontier(study: Study, budget: float) -> str:
         y = [max(100 * r.shortfall, floor) for r in runs]
         ax.plot(x, y, "o-" if len(runs) > 1 else "o", color=COLOURS.get(fam), label=fam, alpha=0.8)
         for r in runs:
-            if "@" in r.label:
+            if not is_default(r.label):
                 ax.annotate(r.label.split("@")[1], (100 * r.utilisation, max(100 * r.shortfall, floor)),
                             fontsize=6, alpha=0.7, xytext=(3, 3), textcoords="offset points")
     ax.axhline(100 * budget, color="#b42318", ls="--", lw=1, label=f"shortfall budget {100 * budget:g}%")
@@ -78,10 +73,10 @@ def plot_goodput(study: Study, budget: float) -> str:
     """Goodput against p95 slowdown of every setting; hollow markers are over the shortfall budget."""
     fig, ax = pyplot().subplots(figsize=(9, 4.5))
     for r in study.results:
-        if _family(r.label) == "none" or not np.isfinite(r.slowdown_p95):
+        if family(r.label) == "none" or not np.isfinite(r.slowdown_p95):
             continue
         ok = r.shortfall <= budget
-        colour = COLOURS.get(_family(r.label))
+        colour = COLOURS.get(family(r.label))
         ax.plot([r.slowdown_p95], [r.goodput_core_hours], "o", color=colour, alpha=0.85,
                 markerfacecolor=colour if ok else "none")
         ax.annotate(r.label, (r.slowdown_p95, r.goodput_core_hours), fontsize=6, alpha=0.7, xytext=(3, 3),

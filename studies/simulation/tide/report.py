@@ -7,26 +7,22 @@ picture (per hour of the day, nodes needed and nodes online/lent, mean over the 
 from __future__ import annotations
 
 import html
-import json
-import os
 from typing import Any
 
 import numpy as np
 
-from predictor.atomic import write_text_atomic
-from predictor.types import finite_or_none
-from studies.simulation.tide_study import TideStudy, details_json
-from studies.simulation.traces import DAY_MIN
-from training.pages import PAGE_END, figure_png, image, page_start, pyplot
+from reports.pages import PAGE_END, figure_png, image, page_start, pyplot
+from studies.simulation.harness import outputs
+from studies.simulation.harness.page import SOURCES, is_default
+from studies.simulation.harness.traces import DAY_MIN
+from studies.simulation.tide.study import TideStudy, details_json
 
 COLOURS = {"watermark": "#d62728", "schedule": "#1f77b4", "tidewise": "#2ca02c", "oracle": "#7f7f7f",
            "tidewise-serve": "#98df8a"}
-SOURCES = ("Traces: Cloud Cluster Capacity Dataset (Apache-2.0), Donut sample KPIs (MIT), Numenta Anomaly "
-           "Benchmark (MIT), WorldCup98 and NASA-KSC 1995 request logs (ITA); see ../shared/data/*/SOURCE.md.")
 
 
 def _defaults(study: TideStudy) -> list:
-    return [r for r in study.runs if "@" not in r.label]
+    return [r for r in study.runs if is_default(r.label)]
 
 
 def forecast_needed(study: TideStudy) -> np.ndarray | None:
@@ -158,12 +154,6 @@ def render_tide_report(study: TideStudy, details: dict[str, Any]) -> str:
 
 def write_tide_outputs(study: TideStudy, out_dir: str) -> dict[str, str]:
     """results.json (the contract), details.json and report.html in out_dir, each written atomically (here, not in
-    tide_study, so that the study does not import its page)."""
-    os.makedirs(out_dir, exist_ok=True)
-    paths = {k: os.path.join(out_dir, f) for k, f in
-             (("results", "results.json"), ("details", "details.json"), ("report", "report.html"))}
+    tide.study, so that the study does not import its page)."""
     details = details_json(study)
-    write_text_atomic(paths["results"], json.dumps(finite_or_none(study.results_json()), indent=2) + "\n")
-    write_text_atomic(paths["details"], json.dumps(finite_or_none(details), indent=2) + "\n")
-    write_text_atomic(paths["report"], render_tide_report(study, details))
-    return paths
+    return outputs.write_outputs(out_dir, study.results_json(), details, render_tide_report(study, details))

@@ -28,10 +28,10 @@ from typing import Callable
 import numpy as np
 
 from autoscaler.logic.tide import LEND, RETURN, TideNode
-from studies.simulation.batch import Queue, draw_jobs
-from studies.simulation.tide_model import OnlinePool
-from studies.simulation.tide_policies import PoolView, TidePolicy
-from studies.simulation.traces import DAY_MIN
+from studies.simulation.harness.batch import Queue, draw_jobs
+from studies.simulation.tide.model import OnlinePool
+from studies.simulation.tide.policies import PoolView, TidePolicy
+from studies.simulation.harness.traces import DAY_MIN
 
 EPS = 1e-9
 ONLINE, LENT, RETURNING = 0, 1, 2

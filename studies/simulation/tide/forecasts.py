@@ -2,10 +2,11 @@
 
 Every `every` minutes of simulated time (an hour by default: serve forecasts every run, the pool's
 need for the next hours moves with the latest data), the pool's series of requested cores
-(`tide_model.history_requested`: 15-minute peaks) is forecast `horizon` ahead from the values
-strictly before that origin, through `predictor.forecasting.forecast_series` (auto selection by
-default). A decision at minute t reads the latest forecast whose origin is at most t, so no decision
-sees data from its future (tested by changing the future and comparing).
+(`tide.model.history_requested`: 15-minute peaks) is forecast `horizon` ahead from the values
+strictly before that origin, by the harness's rolling-origin forecast (`harness.forecasts`: the
+series alone, through `predictor.forecasting.forecast_series`, auto selection by default). A
+decision at minute t reads the latest forecast whose origin is at most t, so no decision sees data
+from its future (tested by changing the future and comparing).
 
 One series per origin: about 0.4 s a call with auto, ~70 s per simulated week; the result is cached
 in an `.npz` file keyed by the series, the model, the quantiles and the forecasting code.
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -22,15 +22,12 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from studies.simulation.forecasts import cache_key
-from studies.simulation.traces import FORECAST_STEP, SIM_EPOCH
+from studies.simulation.harness.forecasts import PER_STEP, QUANTILES, cache_key, cached, rolling_origin
+from studies.simulation.harness.traces import SIM_EPOCH
 
-log = logging.getLogger(__name__)
 
-QUANTILES = (0.5, 0.9, 0.95, 0.99)
 EVERY = 60  # minutes between forecasts
 HORIZON = 7 * 60  # minutes: the next origin (1 h) + the longest lead swept (3 h) + min dwell (2 h) + slack
-PER_STEP = int(FORECAST_STEP / pd.Timedelta("1min"))
 
 
 @dataclass
@@ -69,39 +66,20 @@ def forecast_pool(series: pd.Series, minutes: int, model: str = "auto", quantile
                   every: int = EVERY, horizon: int = HORIZON, cache_dir: str | None = None,
                   progress: Callable[[int], None] | None = None) -> PoolForecasts:
     """A forecast every `every` minutes over `minutes` simulated minutes, each from the data before it."""
-    from predictor.forecasting import ForecastRequest, forecast_series
-
     origins = np.arange(0, minutes, every)
     path = None
     if cache_dir:
         path = os.path.join(cache_dir, f"tide-{_key(series, minutes, model, quantiles, every, horizon)}.npz")
-        if os.path.exists(path):
-            with np.load(path, allow_pickle=False) as z:
-                log.info("pool forecasts read from the cache %s", path)
-                if progress:
-                    progress(len(origins))
-                return PoolForecasts(z["origins"], tuple(quantiles), z["values"], str(z["model"]))
-    steps = -(-horizon // PER_STEP)
-    values = np.zeros((len(origins), len(quantiles), steps * PER_STEP))
-    models: list[str] = []
-    for i, o in enumerate(origins):
-        origin = SIM_EPOCH + pd.Timedelta(minutes=int(o))
-        past = series[series.index < origin].dropna()
-        req = ForecastRequest(horizon=pd.Timedelta(minutes=steps * PER_STEP), step=FORECAST_STEP,
-                              quantiles=tuple(quantiles), model=model, origin=origin)
-        f = forecast_series(str(series.name), past, req)
-        vals = np.maximum(np.nan_to_num(np.asarray(f.values, dtype=float), nan=0.0), 0.0)[:steps]
-        vals = np.maximum.accumulate(vals, axis=1)  # quantiles never cross (the contract), made exact
-        values[i] = np.repeat(vals.T, PER_STEP, axis=1)
-        models.append(f.model)
-        if progress:
-            progress(1)
-    label = max(set(models), key=models.count) if models else ""
-    if path:
-        from predictor.atomic import atomic_path
 
-        os.makedirs(cache_dir, exist_ok=True)  # type: ignore[arg-type]
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                np.savez_compressed(fh, origins=origins, values=values, model=np.array(label))
-    return PoolForecasts(origins, tuple(quantiles), values, label)
+    def make() -> dict[str, np.ndarray]:
+        at = [SIM_EPOCH + pd.Timedelta(minutes=int(o)) for o in origins]
+        values, models = rolling_origin({str(series.name): series}, at, -(-horizon // PER_STEP), model, quantiles,
+                                        together=False, progress=progress)
+        used = [m[str(series.name)] for m in models]
+        label = max(set(used), key=used.count) if used else ""
+        return {"origins": origins, "values": values[0], "model": np.array(label)}
+
+    arrays, hit = cached(path, "pool forecasts", make)
+    if hit and progress:
+        progress(len(origins))
+    return PoolForecasts(arrays["origins"], tuple(quantiles), arrays["values"], str(arrays["model"]))

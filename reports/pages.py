@@ -2,9 +2,9 @@
 matplotlib figures embedded as base64 PNG, so that a page opens with nothing fetched (no scripts,
 fonts or CSS from outside; the same on an air-gapped laptop).
 
-It lives in `training` because both page writers may import it there: the forecast report
-(`training.report`, upstream) and the offline studies (`studies`, which may import training but
-never the reverse). It holds presentation only, nothing about forecasts or decisions.
+It is a package of its own so that both page writers import it and not each other: the forecast
+report (`training.report`) and the offline studies (`studies`, which import nothing from training).
+It holds presentation only, nothing about forecasts or decisions (tests/test_layout.py).
 """
 from __future__ import annotations
 

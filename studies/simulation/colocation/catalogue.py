@@ -1,8 +1,8 @@
 """Which policy settings a study runs: each policy's default, then its sweep (one knob at a time)."""
 from __future__ import annotations
 
-from studies.simulation.forecast_policy import tidewise_set
-from studies.simulation.policies import Katalyst, Koordinator, NoColocation, NodeForecasts, Policy
+from studies.simulation.colocation.forecast_policy import tidewise_set
+from studies.simulation.colocation.policies import Katalyst, Koordinator, NoColocation, NodeForecasts, Policy
 
 POLICY_NAMES = ("none", "katalyst", "koordinator", "tidewise")
 

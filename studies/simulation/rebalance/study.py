@@ -1,7 +1,7 @@
 """Rebalancing hot nodes on the real traces: no rebalancing vs reactive (current usage, as
 Koordinator's LowNodeLoad descheduler) vs Tidewise (forecast peak over the next `horizon`).
 
-The cluster is the colocation simulator's (`cluster.py`: services replaying real traces, packed by
+The cluster is the simulators' (`harness/cluster.py`: services replaying real traces, packed by
 request, LeastAllocated), with requests sized *below* the services' peaks by default (`headroom`
 0.5-0.8 x the history's busiest minute: requests sized for the typical hour, as right-sizing or
 overcommit leaves them) — with requests at the peak (the simulator's 1.0-1.3) a node is hardly
@@ -9,8 +9,8 @@ ever hot and there is nothing to rebalance. Every `interval` minutes each policy
 inputs the serving step builds and calls the same choice, `autoscaler.logic.rebalance.plan_rebalance`:
 
 - reactive: each pod's usage is its mean over the last `reactive_window` minutes, one step;
-- tidewise: each pod's usage is its trace's forecast (`forecasts.forecast_traces`: made at each
-  simulated midnight from the past only, 25 h ahead) at the settings' quantile times its scale,
+- tidewise: each pod's usage is its trace's forecast (`harness.forecasts.forecast_series`: made at
+  each simulated midnight from the past only, 25 h ahead) at the settings' quantile times its scale,
   capped at its limit, over the next `horizon` (5-minute steps; the last hour of a day sees less
   than the horizon rather than a forecast made later);
 - node daemons count on every node at their recent mean and never move.
@@ -31,9 +31,10 @@ import pandas as pd
 from autoscaler.logic.rebalance import Candidate, NodeLoad, RebalanceSettings, plan_rebalance
 from contracts.errors import InputError
 from predictor.durations import parse_duration
-from studies.simulation.cluster import Cluster, ClusterSettings, build_cluster
-from studies.simulation.forecasts import QUANTILES, forecast_series
-from studies.simulation.traces import DAY_MIN, Trace, load_traces
+from studies.simulation.harness.cluster import Cluster, ClusterSettings, build_cluster
+from studies.simulation.harness.forecasts import QUANTILES, forecast_series
+from studies.simulation.harness.sweep import Advance, check_days, sweep
+from studies.simulation.harness.traces import DAY_MIN, Trace, load_traces
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +77,7 @@ def check(s: RebalanceStudySettings) -> None:
     """InputError naming the setting that cannot work."""
     if s.nodes < 2:
         raise InputError(f"--nodes {s.nodes}: at least 2 (a move needs somewhere to go)")
-    if not 1 <= s.days <= 14:
-        raise InputError(f"--days {s.days}: between 1 and 14 (each trace needs 5 history days before them)")
+    check_days(s.days)
     lo, hi = s.headroom
     if not 0 < lo <= hi:
         raise InputError(f"--headroom {lo},{hi}: two positive numbers, low first")
@@ -219,13 +219,16 @@ def run_rebalance_study(s: RebalanceStudySettings, policy: str = "all", sweeps: 
     forecasts = intraday_forecasts(traces, s) if any(p == "tidewise" for _, p, _ in runs) else None
     readers: dict[str, Callable[[Inputs, int], tuple[np.ndarray, np.ndarray]] | None] = {
         "none": None, "reactive": Inputs.reactive, "tidewise": Inputs.forecast}
-    results = {}
-    for label, name, vs in runs:
+
+    def run(v: tuple[str, str, RebalanceStudySettings], _: Advance | None) -> PolicyResult:
+        label, name, vs = v
         r = simulate(cluster, demand, Inputs(cluster, demand, forecasts, vs), readers[name], vs,
                      vs.consecutive if name == "reactive" else 1)
         log.info("%s: %d node-minutes hot (%.3f%%), %d saturated, %d pods moved", label, r.node_minutes_hot,
                  100 * r.hot_share, r.node_minutes_saturated, r.pods_moved)
-        results[label] = asdict(r)
+        return r
+
+    results = {label: asdict(r) for (label, _, _), r in zip(runs, sweep(runs, s.days, run))}
     settings = {k: v for k, v in asdict(s).items() if k not in ("trace_names", "cache_dir", "traces")}
     return {"settings": settings, "services": len(cluster.services), "traces": len(traces),
             "node_minutes": int(cluster.nodes * demand.shape[1]), "policies": results}

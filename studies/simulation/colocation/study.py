@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from studies.simulation.cluster import Cluster, ClusterSettings
-from studies.simulation.engine import EngineSettings, RunResult
-from studies.simulation.policies import NodeForecasts
+from studies.simulation.colocation.engine import EngineSettings, RunResult
+from studies.simulation.colocation.policies import NodeForecasts
+from studies.simulation.harness.cluster import Cluster, ClusterSettings
+from studies.simulation.harness.page import family
 
 SHORTFALL_TARGET = 0.001  # at most 0.1% of node-minutes (issues 6 and 13)
 UTILISATION_TARGET = 0.65
@@ -38,10 +39,6 @@ class StudySettings:
     trace_names: list[str] | None = None  # only these traces (tests)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)
-
-
-def family(label: str) -> str:
-    return label.split("@")[0]
 
 
 def best_within_budget(results: list[RunResult], families: tuple[str, ...]) -> RunResult | None:

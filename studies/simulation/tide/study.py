@@ -7,25 +7,22 @@ with no more late minutes, has zero late minutes itself, and moves no more pods 
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 from dataclasses import asdict, dataclass, field
-from typing import Callable, ContextManager
 
 from contracts.errors import InputError
-from studies.simulation.cluster import ClusterSettings, build_cluster
-from studies.simulation.tide_engine import TideRun, simulate_tide
-from studies.simulation.tide_forecasts import PoolForecasts, forecast_pool
-from studies.simulation.tide_model import OnlinePool, PoolSettings, build_pool
-from studies.simulation.tide_policies import POLICY_NAMES, TidewiseTide, tide_policy_set
-from studies.simulation.traces import DAY_MIN, load_traces
+from studies.simulation.harness.cluster import ClusterSettings, build_cluster
+from studies.simulation.harness.page import family
+from studies.simulation.harness.sweep import Advance, ProgressFactory, check_days, stage, sweep
+from studies.simulation.harness.traces import DAY_MIN, load_traces
+from studies.simulation.tide.engine import TideRun, simulate_tide
+from studies.simulation.tide.forecasts import PoolForecasts, forecast_pool
+from studies.simulation.tide.model import OnlinePool, PoolSettings, build_pool
+from studies.simulation.tide.policies import POLICY_NAMES, TidePolicy, TidewiseTide, tide_policy_set
 
 log = logging.getLogger(__name__)
 
 LEND_TARGET = 1.2  # tidewise's node-hours lent over the best watermark's with no more late minutes
-
-ProgressFactory = Callable[[str, int], ContextManager[Callable[[int], None]]]
-
 
 @dataclass
 class TideStudySettings:
@@ -67,7 +64,7 @@ class TideStudy:
         out: dict = {"lend_target": LEND_TARGET}
         if tw is None:
             return out
-        wm = [r for r in self.runs if r.label.split("@")[0] == "watermark" and r.late_minutes <= tw.late_minutes]
+        wm = [r for r in self.runs if family(r.label) == "watermark" and r.late_minutes <= tw.late_minutes]
         out["tidewise"] = {"label": tw.label, **tw.metrics()}
         if "oracle" in by:  # perfect foresight: what every ratio is read against
             out["oracle_node_hours_lent"] = by["oracle"].node_hours_lent
@@ -103,17 +100,12 @@ def per_node_hour(r: TideRun) -> float:
     return 100.0 * r.pods_moved / r.node_hours_lent if r.node_hours_lent > 0 else 0.0
 
 
-def _stage(progress: ProgressFactory | None, description: str, total: int) -> ContextManager:
-    return progress(description, total) if progress is not None else contextlib.nullcontext(None)
-
-
 def check_settings(s: TideStudySettings) -> None:
     if s.policy != "all" and s.policy not in POLICY_NAMES:
         raise InputError(f"--policy {s.policy!r}: use all or one of {', '.join(POLICY_NAMES)}")
     if s.nodes < 2:
         raise InputError(f"--nodes {s.nodes}: at least 2 (one to lend, one to serve)")
-    if not 1 <= s.days <= 14:
-        raise InputError(f"--days {s.days}: between 1 and 14 (each trace needs 5 history days before them)")
+    check_days(s.days)
 
 
 def run_tide_study(s: TideStudySettings, progress: ProgressFactory | None = None) -> TideStudy:
@@ -127,21 +119,21 @@ def run_tide_study(s: TideStudySettings, progress: ProgressFactory | None = None
     fc = None
     if s.policy in ("all", "tidewise"):
         n_origins = -(-pool.minutes // 60)
-        with _stage(progress, "forecasting the online pool, hourly from the past only", n_origins) as adv:
+        with stage(progress, "forecasting the online pool, hourly from the past only", n_origins) as adv:
             fc = forecast_pool(pool.history_requested, pool.minutes, model=s.forecast_model, cache_dir=s.cache_dir,
                                progress=adv)
     policies = tide_policy_set(s.policy, fc, sweeps=s.sweeps)
-    runs = []
     breakdown: dict[str, dict[str, int]] = {}
-    with _stage(progress, f"simulating {len(policies)} policy settings x {s.days} days",
-                len(policies) * s.days) as adv:
-        for p in policies:
-            r = simulate_tide(pool, p, seed=s.seed, batch_load=s.batch_load, progress=adv)
-            log.info("%s: %.0f node-hours lent, %d late minutes, %d pods moved, %.0f goodput core-hours", r.label,
-                     r.node_hours_lent, r.late_minutes, r.pods_moved, r.goodput_core_hours)
-            runs.append(r)
-            if isinstance(p, TidewiseTide):
-                breakdown[r.label] = dict(p.counters)
+
+    def run(p: TidePolicy, adv: Advance | None) -> TideRun:
+        r = simulate_tide(pool, p, seed=s.seed, batch_load=s.batch_load, progress=adv)
+        log.info("%s: %.0f node-hours lent, %d late minutes, %d pods moved, %.0f goodput core-hours", r.label,
+                 r.node_hours_lent, r.late_minutes, r.pods_moved, r.goodput_core_hours)
+        if isinstance(p, TidewiseTide):
+            breakdown[r.label] = dict(p.counters)
+        return r
+
+    runs = sweep(policies, s.days, run, progress)
     return TideStudy(s, pool, runs, fc, len(cluster.services), [t.name for t in traces], breakdown)
 
 

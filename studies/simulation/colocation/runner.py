@@ -6,30 +6,26 @@ machine-readable) and `report.html`. The settings and the `Study` it returns are
 """
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
-import os
 from dataclasses import asdict
-from typing import Callable, ContextManager
 
 import numpy as np
 
 from contracts.errors import InputError
-from predictor.atomic import write_text_atomic
-from predictor.types import finite_or_none
-from studies.simulation.cluster import Cluster, ClusterSettings, build_cluster
-from studies.simulation.engine import simulate
-from studies.simulation.forecasts import (QUANTILES, forecast_coverage, forecast_series, forecast_traces,
-                                          node_forecasts, node_level_forecasts, node_series)
-from studies.simulation.bursts import SETTINGS as BURST_SETTINGS
-from studies.simulation.bursts import BurstModel, estimate, node_peaks
-from studies.simulation.catalogue import POLICY_NAMES, policy_set
-from studies.simulation.forecast_policy import Tidewise
-from studies.simulation.policies import NodeForecasts
-from studies.simulation.report import render_report
-from studies.simulation.study import Study, StudySettings, details_json
-from studies.simulation.traces import DAY_MIN, Trace, load_traces
+from studies.simulation.colocation.bursts import SETTINGS as BURST_SETTINGS
+from studies.simulation.colocation.bursts import BurstModel, estimate, node_peaks
+from studies.simulation.colocation.catalogue import POLICY_NAMES, policy_set
+from studies.simulation.colocation.engine import RunResult, simulate
+from studies.simulation.colocation.forecast_policy import Tidewise
+from studies.simulation.colocation.forecasts import forecast_coverage, node_forecasts, node_level_forecasts, node_series
+from studies.simulation.colocation.policies import NodeForecasts, Policy
+from studies.simulation.colocation.report import render_report
+from studies.simulation.colocation.study import Study, StudySettings, details_json
+from studies.simulation.harness import outputs
+from studies.simulation.harness.cluster import Cluster, ClusterSettings, build_cluster
+from studies.simulation.harness.forecasts import QUANTILES, forecast_series, forecast_traces
+from studies.simulation.harness.sweep import Advance, ProgressFactory, check_days, stage, sweep
+from studies.simulation.harness.traces import DAY_MIN, Trace, load_traces
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +47,6 @@ def apply_bursts(cluster: Cluster, traces: list[Trace], setting: str, seed: int)
     return model
 
 
-ProgressFactory = Callable[[str, int], ContextManager[Callable[[int], None]]]
-
-
-def _stage(progress: ProgressFactory | None, description: str, total: int) -> ContextManager:
-    return progress(description, total) if progress is not None else contextlib.nullcontext(None)
-
-
 def _check(s: StudySettings) -> None:
     if s.policy != "all" and s.policy not in POLICY_NAMES:
         raise InputError(f"--policy {s.policy!r}: use all or one of {', '.join(POLICY_NAMES)}")
@@ -67,14 +56,13 @@ def _check(s: StudySettings) -> None:
         raise InputError(f"forecast level {s.forecast_level!r}: use node or service")
     if s.bursts not in BURST_SETTINGS:
         raise InputError(f"--bursts {s.bursts!r}: use one of {', '.join(BURST_SETTINGS)}")
-    if not 1 <= s.days <= 14:
-        raise InputError(f"--days {s.days}: between 1 and 14 (each trace needs 5 history days before them)")
+    check_days(s.days)
 
 
 def _service_forecasts(s: StudySettings, traces: list[Trace], cluster: Cluster, progress: ProgressFactory | None
                        ) -> tuple[NodeForecasts, list[dict], dict[str, str]]:
     """Every trace forecast, the services' quantiles summed per node (as the serving loop sums pods')."""
-    with _stage(progress, f"forecasting {len(traces)} traces, one call per simulated day", s.days) as adv:
+    with stage(progress, f"forecasting {len(traces)} traces, one call per simulated day", s.days) as adv:
         per_trace, models = forecast_traces(traces, s.days, model=s.forecast_model, cache_dir=s.cache_dir,
                                             progress=adv)
     nf = node_forecasts(cluster, per_trace, models, QUANTILES)
@@ -88,7 +76,7 @@ def _node_forecasts(s: StudySettings, cluster: Cluster, progress: ProgressFactor
                     ) -> tuple[NodeForecasts, list[dict], dict[str, str]]:
     """Each node's online demand forecast as one series."""
     series = node_series(cluster)
-    with _stage(progress, f"forecasting {len(series)} nodes, one call per simulated day", s.days) as adv:
+    with stage(progress, f"forecasting {len(series)} nodes, one call per simulated day", s.days) as adv:
         per_node, models = forecast_series(series, s.days, model=s.forecast_model, cache_dir=s.cache_dir,
                                            progress=adv)
     full = np.zeros((cluster.nodes,) + per_node.shape[1:])
@@ -124,27 +112,21 @@ def run_study(s: StudySettings, progress: ProgressFactory | None = None) -> Stud
         for row in coverage:
             row["model"] = models.get(row["series"], "")
     policies = policy_set(s.policy, nf, sweeps=s.sweeps)
-    results = []
     breakdown: dict[str, dict[str, float]] = {}
-    with _stage(progress, f"simulating {len(policies)} policy settings x {s.days} days",
-                len(policies) * s.days) as adv:
-        for p in policies:
-            r = simulate(cluster, p, seed=s.seed, settings=s.engine, progress=adv)
-            log.info("%s: utilisation %.3f, shortfall %.5f, batch %.0f core-h, %d evictions", r.label,
-                     r.utilisation, r.shortfall, r.batch_core_hours, r.evictions)
-            results.append(r)
-            if isinstance(p, Tidewise) and p.knob is None:
-                breakdown[r.label] = tidewise_breakdown(p)
+
+    def run(p: Policy, adv: Advance | None) -> RunResult:
+        r = simulate(cluster, p, seed=s.seed, settings=s.engine, progress=adv)
+        log.info("%s: utilisation %.3f, shortfall %.5f, batch %.0f core-h, %d evictions", r.label,
+                 r.utilisation, r.shortfall, r.batch_core_hours, r.evictions)
+        if isinstance(p, Tidewise) and p.knob is None:
+            breakdown[r.label] = tidewise_breakdown(p)
+        return r
+
+    results = sweep(policies, s.days, run, progress)
     return Study(s, cluster, results, nf, coverage, breakdown, bursts.summary())
 
 
 def write_outputs(study: Study, out_dir: str) -> dict[str, str]:
     """results.json, details.json and report.html in out_dir (each written atomically)."""
-    os.makedirs(out_dir, exist_ok=True)
-    paths = {"results": os.path.join(out_dir, "results.json"), "details": os.path.join(out_dir, "details.json"),
-             "report": os.path.join(out_dir, "report.html")}
     details = details_json(study)
-    write_text_atomic(paths["results"], json.dumps(finite_or_none(study.results_json()), indent=2) + "\n")
-    write_text_atomic(paths["details"], json.dumps(finite_or_none(details), indent=2) + "\n")
-    write_text_atomic(paths["report"], render_report(study, details))
-    return paths
+    return outputs.write_outputs(out_dir, study.results_json(), details, render_report(study, details))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from studies.simulation.traces import Trace
+from studies.simulation.harness.traces import Trace
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""The rebalancing study: hot nodes shed pods, reactive vs forecast (docs/rebalance.md)."""
