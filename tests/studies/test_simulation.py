@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studies.simulation.harness.batch import SIZES, draw_jobs, mean_work
 from studies.simulation.colocation.catalogue import policy_set
-from studies.simulation.harness.cluster import Cluster, ClusterSettings, build_cluster
 from studies.simulation.colocation.engine import EngineSettings, simulate
 from studies.simulation.colocation.policies import FirstFit, Katalyst, Koordinator, NoColocation, NodeForecasts, Observation
+from studies.simulation.harness.batch import SIZES, draw_jobs, mean_work
+from studies.simulation.harness.cluster import Cluster, ClusterSettings, build_cluster
 from studies.simulation.harness.traces import SIM_EPOCH, load_traces, make_trace
 from tests.conftest import SHARED_DATA, needs_shared_data
 

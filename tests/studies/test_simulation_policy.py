@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from studies.simulation.colocation.bursts import BurstModel, estimate, excess_samples, hurst, node_peaks
-from studies.simulation.harness.cluster import Service
 from studies.simulation.colocation.forecast_policy import START_RESERVE, Tidewise
 from studies.simulation.colocation.policies import NodeForecasts, Observation, forward_max
+from studies.simulation.harness.cluster import Service
 from tests.conftest import SHARED_DATA, needs_shared_data
 from tests.studies.test_simulation import flat_forecasts, hand_cluster
 

@@ -7,13 +7,13 @@ import pandas as pd
 import pytest
 
 from autoscaler.logic.tide import LEND, RETURN, NodeMove, TideNode
+from studies.simulation.harness.traces import FORECAST_STEP, SIM_EPOCH
 from studies.simulation.tide import forecasts as tide_forecasts
 from studies.simulation.tide.engine import simulate_tide
 from studies.simulation.tide.forecasts import PoolForecasts, forecast_pool
 from studies.simulation.tide.model import OnlinePool, PoolSettings, hpa_replicas
 from studies.simulation.tide.policies import PoolView, Schedule, TidewiseTide, Watermark
 from studies.simulation.tide.study import TideStudySettings, run_tide_study
-from studies.simulation.harness.traces import FORECAST_STEP, SIM_EPOCH
 from tests.conftest import SHARED_DATA, needs_shared_data
 
 ALLOC = 30.0

@@ -25,11 +25,11 @@ from typing import Callable
 
 import numpy as np
 
-from studies.simulation.harness.batch import SIZES, Jobs, Queue, draw_jobs
 from studies.simulation.colocation.bursts import WINDOW
-from studies.simulation.harness.cluster import Cluster
 from studies.simulation.colocation.policies import Observation, Policy
 from studies.simulation.colocation.slots import Slots
+from studies.simulation.harness.batch import SIZES, Jobs, Queue, draw_jobs
+from studies.simulation.harness.cluster import Cluster
 
 log = logging.getLogger(__name__)
 

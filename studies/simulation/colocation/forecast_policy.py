@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from studies.simulation.harness.cluster import Cluster
 from studies.simulation.colocation.policies import EPS, FirstFit, NodeForecasts, Observation, label_of
+from studies.simulation.harness.cluster import Cluster
 
 # Durations the admission check knows the forecast's peak for (minutes); a job is checked against
 # the first bucket at least as long as it (12 h: the longest job)

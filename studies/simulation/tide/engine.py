@@ -29,9 +29,9 @@ import numpy as np
 
 from autoscaler.logic.tide import LEND, RETURN, TideNode
 from studies.simulation.harness.batch import Queue, draw_jobs
+from studies.simulation.harness.traces import DAY_MIN
 from studies.simulation.tide.model import OnlinePool
 from studies.simulation.tide.policies import PoolView, TidePolicy
-from studies.simulation.harness.traces import DAY_MIN
 
 EPS = 1e-9
 ONLINE, LENT, RETURNING = 0, 1, 2
