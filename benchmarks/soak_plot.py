@@ -53,7 +53,8 @@ def markdown(fig: dict, png: str = "benchmarks/out/soak.png") -> str:
                   f"{sc['minutes']:,} simulated minutes, seed {sc['seed']}, {sc['history_days']:g} d of history a run, "
                   f"`{sc['model']}`"),
         ("runs", f"{runs['runs']:,} runs in {runs['ticks']:,} ticks: {runs['ok']:,} ok, {runs['frozen']} frozen "
-                 f"({runs['frozen_by_step']}), {runs['standing_by']} standing by (Lease not renewed)"),
+                 f"(at step: {', '.join(f'{k} {v}' for k, v in runs['frozen_by_step'].items()) or 'none'}), "
+                 f"{runs['standing_by']} ticks standing by (the Lease not renewed)"),
         ("freezes / recoveries", f"{runs['freeze_episodes']} freeze episodes, {runs['recoveries']} recoveries; minutes from "
                                  f"Prometheus back to the first good run: {runs['minutes_to_recover_after_prometheus']}"),
         ("cold run", f"{t['cold_seconds']:.2f} s wall ({t['cold_cpu']:.2f} s CPU)"),
