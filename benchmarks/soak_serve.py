@@ -95,14 +95,16 @@ def audit(loop: Any, kube: Any) -> dict[str, Any]:
     changes = candidate_changes(rep, state, WriteMemory(), loop.settings, iso(rep.now), before)
     lost = []
     for c in changes:
-        if c.kind not in OBSERVED or c.key in rep.held or c.key not in before:
+        # held by a guardrail, or outside `serve.select` (named in `skipped`): not to be written
+        if c.kind not in OBSERVED or c.key in rep.held or c.key in rep.skipped or c.key not in before:
             continue
         want, shown = observed_part(c.kind, c.obj, loop.settings.reclaim), observed_part(c.kind, before[c.key],
                                                                                         loop.settings.reclaim)
         if want != shown:
             lost.append({"object": c.key, "decided": str(want)[:200], "cluster": str(shown)[:200]})
     return {"checked": True, "now": str(rep.now), "decisions": len(rep.vpa) + len(rep.hpa) + len(rep.reclaim),
-            "held": len(rep.held), "lost": len(lost), "lost_examples": lost[:20]}
+            "held": len(rep.held), "not_selected": sum(c.key in rep.skipped for c in changes), "lost": len(lost),
+            "lost_examples": lost[:20]}
 
 
 def serve_child(conn: Any, cfg: dict[str, Any]) -> None:
