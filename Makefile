@@ -5,10 +5,11 @@
 #   .venv-pandas2  the same with pandas<3              the previous major, still in the supported range
 #   .venv-user     pip install . (no extras)           exactly what a user gets; runs the installed-package test
 #   .venv-bench    pip install -e '.[test,bench]'      the benchmarks' extra (statsforecast pins pandas<3)
-# `make test` runs the whole suite under .venv and .venv-pandas2, then the installed-package test
+# `make test` runs the whole suite under .venv (on $(WORKERS) pytest workers), the data-path tests
+# (marker data_paths, listed in tests/conftest.py) under .venv-pandas2, then the installed-package test
 # (tests/integration/test_installed.py) against .venv-user's `tidewise`, then the image test
 # (tests/integration/test_image.py: the Dockerfile's build replayed into a bare virtualenv of its own,
-# so it runs once, here, and not under each suite virtualenv).
+# so it runs once, here, and not under each suite virtualenv), then mypy on every package (typecheck).
 PY ?= python3
 HASH := $(shell cat pyproject.toml | sha1sum | cut -c1-12)
 VENV := .venv
@@ -19,7 +20,7 @@ BENCH := .venv-bench
 IMAGE_TEST := tests/integration/test_image.py
 PIP_Q := pip install -q --disable-pip-version-check
 
-.PHONY: demo test test-main test-pandas2 test-installed user-install bench soak install system-deps lint clean
+.PHONY: demo test test-main test-pandas2 test-installed typecheck user-install bench soak install system-deps lint clean
 
 # never deleted as an intermediate file
 .PRECIOUS: %/bin/python
@@ -56,15 +57,21 @@ system-deps:
 demo: install
 	$(BIN)/tidewise demo --out demo-out
 
-test: test-main test-pandas2 test-installed
+# Every shipped package is type-checked (STYLE.md: mypy clean); tests/test_layout.py holds this list
+# against pyproject's packages.
+TYPED := contracts predictor training autoscaler extender node_enforcer tidewise studies reports
+# pytest workers: the suite is mostly subprocesses and servers, so one per core pays (measured in README)
+WORKERS ?= 2
+
+test: test-main test-pandas2 test-installed typecheck
 
 test-main: install system-deps
 	@echo "== the suite under today's releases: $$($(BIN)/python -c 'import pandas; print("pandas", pandas.__version__)')"
-	$(BIN)/python -m pytest -q --ignore=$(IMAGE_TEST)
+	$(BIN)/python -m pytest -q -n $(WORKERS) --ignore=$(IMAGE_TEST)
 
 test-pandas2: $(PD2)/.installed-$(HASH) system-deps
-	@echo "== the suite under the previous pandas major: $$($(PD2)/bin/python -c 'import pandas; print("pandas", pandas.__version__)')"
-	$(PD2)/bin/python -m pytest -q -p no:cacheprovider --ignore=$(IMAGE_TEST)
+	@echo "== the data-path tests under the previous pandas major: $$($(PD2)/bin/python -c 'import pandas; print("pandas", pandas.__version__)')"
+	$(PD2)/bin/python -m pytest -q -p no:cacheprovider -n $(WORKERS) -m data_paths --ignore=$(IMAGE_TEST)
 
 test-installed: install user-install system-deps
 	@echo "== the installed package (pip install ., no extras): $$($(USER_VENV)/bin/python -c 'import pandas; print("pandas", pandas.__version__)')"
@@ -81,8 +88,11 @@ SOAK_ARGS ?=
 soak: install system-deps
 	$(BIN)/python -m benchmarks.soak $(SOAK_ARGS)
 
-lint: install
-	$(BIN)/python -m mypy predictor
+typecheck: install
+	@echo "== mypy on every shipped package"
+	$(BIN)/python -m mypy $(TYPED)
+
+lint: typecheck
 
 clean:
 	rm -rf $(VENV) $(PD2) $(USER_VENV) $(BENCH) demo-out

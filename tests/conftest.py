@@ -55,3 +55,25 @@ def wait_until(predicate, timeout: float = 15.0) -> bool:
             return True
         time.sleep(0.02)
     return predicate()
+
+
+# The tests that touch a data path: parsing files and timestamps, the history sources, forecast
+# output, the replay's and the cost report's inputs, and the loop's timestamps. `make test` runs the
+# whole suite under today's releases and these again under the previous pandas major (pandas 2),
+# whose parsing and timestamp units differ (`make test-pandas2`: pytest -m data_paths).
+# tests/test_layout.py checks that every module named here exists.
+DATA_PATH_MODULES = (
+    "tests.predictor.test_history", "tests.predictor.test_timestamps", "tests.predictor.test_columnar_io",
+    "tests.predictor.test_durations", "tests.predictor.test_history_needs", "tests.predictor.test_synthetic",
+    "tests.predictor.test_features", "tests.predictor.test_batched", "tests.predictor.test_registry",
+    "tests.predictor.test_decision_forecast",
+    "tests.integration.test_prometheus_fetch", "tests.autoscaler.test_loop_timestamps",
+    "tests.tidewise.test_forecast_cli", "tests.tidewise.test_bad_inputs", "tests.tidewise.test_replay_cli",
+    "tests.studies.test_replay", "tests.studies.test_cost", "tests.training.test_history_needs",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module is not None and item.module.__name__ in DATA_PATH_MODULES:
+            item.add_marker(pytest.mark.data_paths)

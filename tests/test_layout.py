@@ -181,3 +181,26 @@ def test_the_extender_command_loads_neither_numpy_nor_pandas_nor_the_predictor()
 def test_models_folder_holds_only_gitkeep_in_git():
     r = subprocess.run(["git", "ls-files", "models"], capture_output=True, text=True, cwd=ROOT)
     assert r.stdout.split() in ([], ["models/.gitkeep"])
+
+
+def test_every_shipped_package_is_type_checked_by_make_test():
+    """`make typecheck` (part of `make test`) runs mypy on TYPED; every package pyproject ships is in it."""
+    import re
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as fh:
+        shipped = {p.rstrip("*") for p in tomllib.load(fh)["tool"]["setuptools"]["packages"]["find"]["include"]}
+    with open(os.path.join(ROOT, "Makefile")) as fh:
+        makefile = fh.read()
+    typed = re.search(r"^TYPED := (.+)$", makefile, re.M)
+    assert typed, "the Makefile names the type-checked packages in TYPED"
+    assert set(typed.group(1).split()) == shipped
+    assert re.search(r"^test: .*\btypecheck\b", makefile, re.M)
+
+
+def test_the_pandas2_data_path_list_names_real_modules():
+    from tests.conftest import DATA_PATH_MODULES
+
+    missing = [m for m in DATA_PATH_MODULES
+               if not os.path.isfile(os.path.join(ROOT, *m.split(".")) + ".py")]
+    assert not missing, f"tests/conftest.py DATA_PATH_MODULES names no such module: {missing}"
