@@ -23,20 +23,14 @@ from typing import Any, Iterable
 import pytest
 import yaml
 
+from tests.test_deploy_connect import _docs  # every object in deploy/*.yaml, with its _file
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 Rule = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
 SERVE_BASE = {"serve.yaml"}
 SERVE_OPT_IN = {"serve-katalyst-rbac.yaml", "serve-moves-rbac.yaml"}
 # granted and unused: none (every rule of every role is called by the code)
 KNOWN_UNUSED: set[tuple[str, Rule]] = set()
-
-
-def _docs() -> list[dict[str, Any]]:
-    out = []
-    for path in sorted(glob.glob(os.path.join(ROOT, "deploy", "*.yaml"))):
-        with open(path, encoding="utf-8") as fh:
-            out += [dict(d, _file=os.path.basename(path)) for d in yaml.safe_load_all(fh) if d]
-    return out
 
 
 def grants(account: str, files: Iterable[str] | None = None) -> set[Rule]:
