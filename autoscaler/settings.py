@@ -144,6 +144,16 @@ class LoopSettings:
     # fetched each run: a week for the global model's week lag and weekly residuals + a day. Training
     # never chooses a model needing more (`tidewise train --serving-history`, default the same 8d)
     history_window: str = "8d"
+    # serve running forever (not --once, not --no-watch) fetches that window once, then each run only
+    # the newest steps (autoscaler/input/incremental.py): a run's fetch at 500 workloads fell from a
+    # median 16.5 s to well under a second (BENCHMARKS.md, "Soak"). At least this much before the newest
+    # sample held is fetched again, since Prometheus' newest samples may still be incomplete or late:
+    # 10m, two steps (Prometheus slices start on its hourly owner grid, so 1h to 1h10m are re-read there)
+    fetch_overlap: str = "10m"
+    # ... and the whole window is fetched again this often anyway, for samples that arrived later than
+    # the overlap (a backfill, a scraper catching up): 6h is one full fetch in 360 runs, and bounds such
+    # a difference to a quarter of a day. None fetches the whole window on every run (no increments)
+    full_refetch_every: str | None = "6h"
     # file holding the registry's HMAC key (a mounted Secret): versions must then be signed with it
     registry_key_file: str | None = None
     step: str = "5m"  # history and forecast step

@@ -93,9 +93,12 @@ class Prometheus:
 
 
 def run_soak(workloads: int, nodes: int, minutes: int, seed: int, out_dir: str = OUT, history_days: float = 2.0,
-             model: str = "seasonal_naive_daily", progress_every: int = 10, log=print) -> dict[str, Any]:
+             model: str = "seasonal_naive_daily", progress_every: int = 10, log=print,
+             full_fetch: bool = False) -> dict[str, Any]:
     """The whole soak; returns the figures (also written to `out_dir`/soak.json, plot soak.png).
-    `progress_every`: a progress line every that many simulated minutes (0: none)."""
+    `progress_every`: a progress line every that many simulated minutes (0: none). `full_fetch`:
+    every run fetches the whole window (`loop.full_refetch_every: null`), as serve did before it
+    fetched increments (autoscaler/input/incremental.py)."""
     from studies.demo import cluster_objects
     from tests.integration.prometheus_server import backfill
 
@@ -122,7 +125,8 @@ def run_soak(workloads: int, nodes: int, minutes: int, seed: int, out_dir: str =
             kc = _kubeconfig(os.path.join(tmp, "kubeconfig"), fake.url)
             cfg = {"kubeconfig": kc, "prometheus_url": prom.server.url, "start": start, "model": model,
                    "history_window": f"{int(history_days * 24 * 60)}m", "rate_window": "10m",
-                   "forecast_budget": max(200, workloads // 5), "log": os.path.join(out_dir, "soak-serve.log")}
+                   "forecast_budget": max(200, workloads // 5), "log": os.path.join(out_dir, "soak-serve.log"),
+                   "full_fetch": full_fetch}
             drive = _drive(cfg, schedule, minutes, prom, fake, progress_every, log)
         finally:
             fake.stop()
@@ -201,6 +205,7 @@ def _figures(drive: dict[str, Any], schedule: FaultSchedule, prom: Prometheus, f
     first = after[0] if after else float("nan")
     ok = [(m, r) for m, r in zip(tl.minute, reports) if r and r["outcome"] != "frozen"]
     warm = [r["seconds"] for m, r in ok[1:] if m >= min(30, minutes // 6)]
+    fetch = [r["steps"].get("fetch", 0.0) for m, r in ok[1:]]  # every good run after the first
     outcomes = [o for o in tl.outcome]
     episodes = sum(1 for i, o in enumerate(outcomes) if o == "frozen" and (i == 0 or outcomes[i - 1] != "frozen"))
     recoveries = sum(1 for i, o in enumerate(outcomes[1:], 1) if o not in ("frozen", "standing by")
@@ -237,7 +242,9 @@ def _figures(drive: dict[str, Any], schedule: FaultSchedule, prom: Prometheus, f
                   "cold_cpu": reports[0]["cpu"] if reports and reports[0] else None,
                   "warm_median_seconds": round(statistics.median(warm), 3) if warm else None,
                   "warm_p95_seconds": round(sorted(warm)[int(0.95 * (len(warm) - 1))], 3) if warm else None,
-                  "warm_max_seconds": max(warm, default=None), "warm_runs": len(warm)},
+                  "warm_max_seconds": max(warm, default=None), "warm_runs": len(warm),
+                  "fetch_median_seconds": round(statistics.median(fetch), 3) if fetch else None,
+                  "fetch_max_seconds": max(fetch, default=None)},
         "faults": {"scheduled": armed, "hit": dict(fake.injected), "prometheus_kills": prom.kills,
                    "prometheus_restarts": prom.restarts, "prometheus_restart_seconds": prom.restart_seconds,
                    "schedule": [f.as_dict() for f in schedule.faults], "quiet_head": schedule.quiet_head,
@@ -256,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--history-days", type=float, default=2.0,
                     help="history serve fetches each run (default 2: the daily seasonal naive needs two days)")
     ap.add_argument("--out", default=OUT, help="folder of soak.json and soak.png (default benchmarks/out)")
+    ap.add_argument("--full-fetch", action="store_true",
+                    help="fetch the whole window on every run (serve before incremental fetches), to compare")
     a = ap.parse_args(argv)
     if a.workloads < 1 or a.nodes < 1 or a.history_days <= 0:
         print("soak: --workloads, --nodes and --history-days must be positive", file=sys.stderr)
@@ -267,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop Prometheus and serve on the way out
     fig = run_soak(a.workloads, a.nodes, a.minutes, a.seed, a.out, a.history_days,
-                   log=lambda s: print(s, file=sys.stderr, flush=True))
+                   log=lambda s: print(s, file=sys.stderr, flush=True), full_fetch=a.full_fetch)
     print(json.dumps({k: v for k, v in fig.items() if k != "informers"} | {"faults": {
         k: v for k, v in fig["faults"].items() if k != "schedule"}}, indent=1, default=str))
     w = fig["writes"]

@@ -111,6 +111,7 @@ def serve_child(conn: Any, cfg: dict[str, Any]) -> None:
     """The process body: serve until the driver says stop, then audit and report."""
     logging.basicConfig(filename=cfg["log"], level=logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from autoscaler.input.incremental import incremental_history
     from autoscaler.input.watched import WatchedCluster
     from autoscaler.kube import Kube
     from autoscaler.metrics import Metrics
@@ -127,10 +128,14 @@ def serve_child(conn: Any, cfg: dict[str, Any]) -> None:
     settings.loop.forecast_model = cfg["model"]
     settings.loop.history_window = cfg["history_window"]
     settings.loop.forecast_budget = cfg["forecast_budget"]
+    if cfg.get("full_fetch"):
+        settings.loop.full_refetch_every = None
     step = pd.Timedelta(settings.loop.step)
     kube = Kube.from_config(cfg["kubeconfig"])
     cluster = WatchedCluster(kube, extra_kinds=_extra_kinds(settings))
-    source = PrometheusSource(PrometheusSettings(url=cfg["prometheus_url"], rate_window=cfg["rate_window"]))
+    source = incremental_history(PrometheusSource(PrometheusSettings(url=cfg["prometheus_url"],
+                                                                     rate_window=cfg["rate_window"])),
+                                 settings.loop.fetch_overlap, settings.loop.full_refetch_every)  # as serve's forever mode
     sim = SimTime(conn, cfg["start"], cluster)
     metrics = Metrics()
     loop = ServingLoop(settings, source, cluster, ApiSink(kube), clock=lambda: sim.now.floor(step), metrics=metrics)

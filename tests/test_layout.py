@@ -113,6 +113,15 @@ def test_the_extender_command_takes_only_the_kubernetes_wrapper_from_the_serving
     assert not bad, f"{EXTENDER_COMMAND} imports {sorted(bad)}"
 
 
+# issue 22 item 9: serve's incremental history wraps any HistorySource, and knows none of them by name
+INCREMENTAL = os.path.join("autoscaler", "input", "incremental.py")
+
+
+def test_the_incremental_history_knows_no_particular_source():
+    used = {m for m in modules_of(os.path.join(ROOT, INCREMENTAL)) if m.startswith("predictor.sources")}
+    assert used <= {"predictor.sources.base", "predictor.sources.base.HistorySource"}, used
+
+
 # issue 11: rooms stay small enough to read in one sitting
 SIZED = ("contracts", "predictor", "training", "autoscaler", "extender", "node_enforcer", "tidewise", "studies", "benchmarks")
 SIZED += ("reports",)  # issue 23: the HTML page helper's own package

@@ -38,6 +38,7 @@ POD_RESOURCES = ("cpu", "memory", "cpu_request", "memory_request")
 WHAT_CHOICES = ("cpu", "memory", "requests", "replicas", "business")
 PROMETHEUS_MAX_POINTS = 11_000  # Prometheus refuses a range query above this many points per series
 WORKLOAD_CONTAINER = "-"  # container field of workload-level series (replicas, business metric)
+OWNER_STEPS = 12  # pod and ReplicaSet owners change rarely: asked once every 12 steps (an hour at 5m)
 
 
 @dataclass
@@ -70,6 +71,10 @@ class PrometheusSource:
     """`fetch(start, end, step)` -> History of workload series (see module docstring)."""
 
     name = "prometheus"
+    # owners are asked every OWNER_STEPS steps from a range's start: a slice of a window starting a
+    # multiple of that after the window's start asks them at points the whole window asks them at, so
+    # autoscaler/input/incremental.py's slices map each pod to the workload a full fetch maps it to
+    slice_steps = OWNER_STEPS
 
     def __init__(self, settings: PrometheusSettings, what: tuple[str, ...] = ("cpu", "memory"),
                  client: Any = None, sleep: Callable[[float], None] = time.sleep):
@@ -184,12 +189,12 @@ class PrometheusSource:
                 failed: dict[str, str]) -> dict[tuple[str, str], tuple[str, str]]:
         """(namespace, pod) -> (kind, name) of the owning workload."""
         rs_owner: dict[tuple[str, str], tuple[str, str]] = {}
-        for r in self._range(self.settings.query("replicaset_owner"), start, end, step * 12):
+        for r in self._range(self.settings.query("replicaset_owner"), start, end, step * OWNER_STEPS):
             m = r["metric"]
             if m.get("owner_kind") and m.get("owner_name") and m.get("owner_kind") != "<none>":
                 rs_owner[(m.get("namespace", ""), m.get("replicaset", ""))] = (m["owner_kind"], m["owner_name"])
         owners: dict[tuple[str, str], tuple[str, str]] = {}
-        for r in self._range(self.settings.query("pod_owner"), start, end, step * 12):
+        for r in self._range(self.settings.query("pod_owner"), start, end, step * OWNER_STEPS):
             m = r["metric"]
             ns, pod, kind, name = m.get("namespace", ""), m.get("pod", ""), m.get("owner_kind", ""), m.get("owner_name", "")
             if kind == "ReplicaSet":

@@ -293,6 +293,10 @@ def run(args: argparse.Namespace) -> int:
     metrics_host, metrics_port = _metrics_address(args)
     _check_paths(args, settings)
     source = _source(args)
+    if not args.once and not args.no_watch:  # running forever: the window once, then increments
+        from autoscaler.input.incremental import incremental_history
+
+        source = incremental_history(source, settings.loop.fetch_overlap, settings.loop.full_refetch_every)
     clock = _clock(args, step)
     kube, cluster, sink = _cluster_and_sink(args, _extra_kinds(settings))
     from autoscaler.metrics import Metrics
