@@ -209,7 +209,8 @@ class PrometheusSource:
     def _pod_series(self, res: str, start: pd.Timestamp, end: pd.Timestamp, step: pd.Timedelta,
                     owners: dict[tuple[str, str], tuple[str, str]]) -> pd.DataFrame:
         name = self.settings.business_name if res == "business" else res
-        rows = []
+        labels: list[tuple[str, str, str, str]] = []
+        arrays: list[np.ndarray] = []
         for r in self._range(self.settings.query(res), start, end, step):
             m = r["metric"]
             ns, pod = m.get("namespace", ""), m.get("pod", "")
@@ -221,12 +222,16 @@ class PrometheusSource:
             else:
                 continue
             container = m.get("container") or WORKLOAD_CONTAINER
-            vals = np.asarray(r["values"], dtype=float)
-            rows.append(pd.DataFrame({"namespace": ns, "kind": kind, "workload": wl, "container": container,
-                                      "ts": vals[:, 0], "value": vals[:, 1]}))
-        if not rows:
+            labels.append((ns, kind, wl, container))
+            arrays.append(np.asarray(r["values"], dtype=float))
+        if not arrays:
             return pd.DataFrame()
-        df = pd.concat(rows, ignore_index=True)
+        # one frame for all pods: a frame per pod cost ~1.5 ms each, most of a short range's fetch
+        lengths = [len(v) for v in arrays]
+        vals = np.concatenate(arrays)
+        df = pd.DataFrame({col: np.repeat(np.array([lab[i] for lab in labels], dtype=object), lengths)
+                           for i, col in enumerate(("namespace", "kind", "workload", "container"))}
+                          | {"ts": vals[:, 0], "value": vals[:, 1]})
         df = df[np.isfinite(df["value"])]
         agg = df.groupby(["namespace", "kind", "workload", "container", "ts"], sort=False)["value"].agg(self.settings.aggregate)
         df = agg.reset_index()
