@@ -146,7 +146,7 @@ class LoopSettings:
     history_window: str = "8d"
     # serve running forever (not --once, not --no-watch) fetches that window once, then each run only
     # the newest steps (autoscaler/input/incremental.py): a run's fetch at 500 workloads fell from a
-    # median 16.5 s to well under a second (BENCHMARKS.md, "Soak"). At least this much before the newest
+    # median 14.2 s to 0.8 s (BENCHMARKS.md, "Soak"). At least this much before the newest
     # sample held is fetched again, since Prometheus' newest samples may still be incomplete or late:
     # 10m, two steps (Prometheus slices start on its hourly owner grid, so 1h to 1h10m are re-read there)
     fetch_overlap: str = "10m"

@@ -197,3 +197,22 @@ def test_settings_none_keeps_the_plain_source():
     inc = incremental_history(src, "10m", "6h")
     assert isinstance(inc, IncrementalHistory) and inc.name == "fake" and inc.full_every == pd.Timedelta("6h")
     assert np.isclose(inc.overlap / STEP, 2)
+
+
+@pytest.mark.parametrize("flags, wrapped", [([], True), (["--once"], False), (["--no-watch"], False)])
+def test_serve_wraps_its_source_only_when_running_forever_and_watching(tmp_path, monkeypatch, flags, wrapped):
+    from tidewise.cli import build_parser
+    from tidewise.commands import serve
+
+    state = tmp_path / "cluster-state.yaml"
+    state.write_text("apiVersion: v1\nkind: List\nitems: []\n")
+    seen = []
+    monkeypatch.setattr(serve, "_once", lambda args, loop, sink: seen.append(loop.source) or 0)
+    monkeypatch.setattr(serve, "_forever", lambda args, loop, *rest: seen.append(loop.source) or 0)
+    args = build_parser().parse_args(["serve", "--source", "synthetic", "--cluster-state", str(state),
+                                      "--port", "0", *flags])
+    args.settings = {"serve": {"loop": {"full_refetch_every": "12h"}}}
+    assert serve.run(args) == 0
+    assert isinstance(seen[0], IncrementalHistory) == wrapped
+    assert getattr(seen[0], "source", seen[0]).name == "synthetic"
+    assert getattr(seen[0], "full_every", pd.Timedelta("12h")) == pd.Timedelta("12h")
