@@ -67,7 +67,8 @@ DATA_PATH_MODULES = (
     "tests.predictor.test_durations", "tests.predictor.test_history_needs", "tests.predictor.test_synthetic",
     "tests.predictor.test_features", "tests.predictor.test_batched", "tests.predictor.test_registry",
     "tests.predictor.test_decision_forecast",
-    "tests.integration.test_prometheus_fetch", "tests.autoscaler.test_loop_timestamps",
+    "tests.integration.test_prometheus_fetch", "tests.integration.test_incremental_prometheus",
+    "tests.autoscaler.test_incremental", "tests.autoscaler.test_loop_timestamps",
     "tests.tidewise.test_forecast_cli", "tests.tidewise.test_bad_inputs", "tests.tidewise.test_replay_cli",
     "tests.studies.test_replay", "tests.studies.test_cost", "tests.training.test_history_needs",
 )
