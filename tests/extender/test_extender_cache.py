@@ -21,15 +21,20 @@ from tests.extender.test_extender import NOW, fixture
 from tests.conftest import wait_until
 
 
-@pytest.fixture
-def cached():
-    items = json.loads(fixture("cluster-state.json"))["items"]
-    fake = FakeApiServer(items).start()
+def _watched(fake):
+    """A WatchedSource over `fake` through the real client (2 s watches), and its Kube."""
     cfg = client.Configuration()
     cfg.host = fake.url
     kube = Kube(client.ApiClient(cfg), sleep=lambda s: None)
     kube.watch_seconds = 2
-    source = WatchedSource(kube).start()
+    return WatchedSource(kube).start(), kube
+
+
+@pytest.fixture
+def cached():
+    items = json.loads(fixture("cluster-state.json"))["items"]
+    fake = FakeApiServer(items).start()
+    source, kube = _watched(fake)
     try:
         assert source.wait_synced(10)
         yield fake, source
@@ -127,11 +132,7 @@ def test_without_the_katalyst_crd_it_is_ready_and_only_numa_pods_are_refused():
     items = [o for o in json.loads(fixture("cluster-state.json"))["items"] if o["kind"] == "Node"]
     fake = FakeApiServer(items).start()
     fake.fail("GET", "customnoderesources", 404, times=10_000)  # the CRD is not installed
-    cfg = client.Configuration()
-    cfg.host = fake.url
-    kube = Kube(client.ApiClient(cfg), sleep=lambda s: None)
-    kube.watch_seconds = 2
-    source = WatchedSource(kube).start()
+    source, kube = _watched(fake)
     try:
         assert wait_until(source.ready)
         assert not source.wait_synced(0)  # the topology never lists
