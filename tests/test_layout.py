@@ -213,3 +213,44 @@ def test_the_pandas2_data_path_list_names_real_modules():
     missing = [m for m in DATA_PATH_MODULES
                if not os.path.isfile(os.path.join(ROOT, *m.split(".")) + ".py")]
     assert not missing, f"tests/conftest.py DATA_PATH_MODULES names no such module: {missing}"
+
+
+# issue 23: the shared vocabulary and the pure decisions state every signature in full
+STRICT_TYPED = ("contracts", "autoscaler.logic", "node_enforcer.policy")
+STRICT_FLAGS = ("disallow_untyped_defs", "disallow_incomplete_defs")
+
+
+def not_strict(mypy_config, packages):
+    """Packages some [[tool.mypy.overrides]] does not hold to STRICT_FLAGS (or another turns them off)."""
+    def covers(pattern, package):
+        return pattern in (package, f"{package}.*") or (
+            pattern.endswith(".*") and package.startswith(pattern[:-1]))
+
+    overrides = [{**o, "module": [o["module"]] if isinstance(o["module"], str) else o["module"]}
+                 for o in mypy_config.get("overrides", [])]
+    loose = []
+    for package in packages:
+        matching = [o for o in overrides if any(covers(p, package) for p in o["module"])]
+        held = [o for o in matching
+                if f"{package}.*" in o["module"] and all(o.get(f) is True for f in STRICT_FLAGS)]
+        if not held or any(o.get(f) is False for o in matching for f in STRICT_FLAGS):
+            loose.append(package)
+    return loose
+
+
+def test_not_strict_flags_a_dropped_or_overridden_rule():
+    strict = {"module": ["a.*", "b.c.*"], "disallow_untyped_defs": True, "disallow_incomplete_defs": True}
+    assert not_strict({"overrides": [strict]}, ["a", "b.c"]) == []
+    assert not_strict({"overrides": [{**strict, "disallow_incomplete_defs": False}]}, ["a"]) == ["a"]
+    loosened = {"module": "b.*", "disallow_untyped_defs": False}
+    assert not_strict({"overrides": [strict, loosened]}, ["a", "b.c"]) == ["b.c"]
+    assert not_strict({}, ["a"]) == ["a"]
+
+
+def test_contracts_logic_and_node_policy_keep_strict_signatures():
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as fh:
+        mypy_config = tomllib.load(fh)["tool"]["mypy"]
+    assert not_strict(mypy_config, STRICT_TYPED) == []
+    assert all(os.path.isdir(os.path.join(ROOT, *p.split("."))) for p in STRICT_TYPED), "a strict package moved"
