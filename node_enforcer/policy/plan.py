@@ -18,7 +18,7 @@ pool takes the highest cores, so that a change of size moves only the cores at i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from contracts.qos import QosLevel
 from contracts.reclaim import ReclaimPlan
@@ -51,7 +51,7 @@ class _Pools:
     memory_cap: int | None  # reclaimed pods' memory.max from the plan; None without a plan
 
 
-def _order(pod: Pod) -> tuple[Any, ...]:
+def _order(pod: Pod) -> tuple[int, str, str, str, str]:
     return (-pod.priority, pod.created or "~", pod.namespace, pod.name, pod.uid)
 
 
