@@ -90,7 +90,7 @@ def decision_quality(quick: bool, vpa_grid: list[tuple[float, float]] | None = N
     return {"rows": rows, "seconds": time.perf_counter() - t0, "series": len(rows)}
 
 
-# (quantile, margin) of the VPA target, besides the default of autoscaler/settings.py (listed first)
+# (quantile, margin) of the VPA target, besides the default of autoscaler/settings/serve.py (listed first)
 GRID = [(0.9, 0.0), (0.5, 0.3), (0.5, 0.5), (0.9, 0.1), (0.95, 0.0), (0.95, 0.1), (0.99, 0.0)]
 
 
@@ -184,7 +184,7 @@ def _quality_section(quick: bool) -> list[str]:
     res = decision_quality(quick, grid)
     rows = res["rows"]
     out = _vpa_table(rows, res["series"], res["seconds"])
-    out += _vpa_by_source(rows, f"tidewise q{dflt.quantile:g}+{dflt.margin:.0%}")  # the default of autoscaler/settings.py
+    out += _vpa_by_source(rows, f"tidewise q{dflt.quantile:g}+{dflt.margin:.0%}")  # the default of autoscaler/settings/serve.py
     out += _hpa_table(rows)
     out.append(
         "\nWhere the targets are missed, and why. VPA: the target is a forecast quantile, and the "
@@ -214,7 +214,7 @@ def _vpa_table(rows: dict[str, dict[str, Any]], series: int, seconds: float) -> 
     out.append("Data: ../shared/data (cloud_cluster_capacity, nab, web_request_rates, aiops_kpi_samples, "
                "alibaba2018 machine usage; see each folder's SOURCE.md). Scores as "
                "../shared/eval/bench_decisions.py: mean relative slack and violation rate over 5-minute steps.\n")
-    out.append("The first Tidewise row is the default of `autoscaler/settings.py`; the others show the "
+    out.append("The first Tidewise row is the default of `autoscaler/settings/serve.py`; the others show the "
                "trade-off of the quantile and margin.\n")
     out.append("| policy | slack | violation | slack / default | meets target (<= 0.8x slack, violation <= default) |")
     out.append("|---|---|---|---|---|")

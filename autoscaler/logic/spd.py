@@ -22,7 +22,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from autoscaler.katalyst_settings import SpdSettings
+from autoscaler.settings import SpdSettings
 from autoscaler.model.cluster import Obj, meta
 from contracts.quantity import format_units, usage_to_units
 from predictor.durations import DAY, WEEK

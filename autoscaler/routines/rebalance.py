@@ -17,12 +17,13 @@ import pandas as pd
 
 from autoscaler.logic.decide_node import workload_pod_demand
 from autoscaler.logic.decide_vpa import steps_in
-from autoscaler.logic.rebalance import Candidate, NodeLoad, RebalancePlan, RebalanceSettings, plan_rebalance
+from autoscaler.logic.rebalance import Candidate, NodeLoad, RebalancePlan, plan_rebalance
 from autoscaler.model.cluster import ClusterState, Obj, meta
 from autoscaler.model.views import NodeView, PodView, WorkloadSeries
 from autoscaler.output.eviction import Evictor, Move, Outcome, movable
 from autoscaler.routines.changes import not_selected
 from autoscaler.routines.context import KILLED, RunContext, RunReport
+from autoscaler.settings import RebalanceSettings
 from contracts.qos import QOS_ANNOTATION
 from predictor.history import History
 
@@ -149,7 +150,7 @@ class Rebalancer:
     def __init__(self, settings: RebalanceSettings, step: pd.Timedelta, evictor: Evictor | None = None,
                  sink: Any = None, select: Any = None):
         self.settings = settings
-        self.select = select  # serve.select (autoscaler/selection.py): pods move only off selected nodes
+        self.select = select  # serve.select (autoscaler/settings/select.py): pods move only off selected nodes
         self.step = step
         # no evictor given: a dry-run one (sends nothing, so it needs no cluster)
         self.evictor = evictor if evictor is not None else Evictor(None, dry_run=True, per_minute=settings.per_minute)

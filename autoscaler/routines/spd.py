@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from autoscaler.katalyst_settings import SpdSettings
+from autoscaler.settings import SpdSettings
 from autoscaler.logic.spd import ProfileInputs, desired_spd, merged, opted_in, owned_part, period_start, targets
 from autoscaler.model.cluster import ClusterState, Obj, meta
 from autoscaler.model.views import WorkloadKey

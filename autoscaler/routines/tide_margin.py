@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autoscaler.logic.tide import TideSettings, nodes_needed
+from autoscaler.logic.tide import nodes_needed
+from autoscaler.settings import TideSettings
 from autoscaler.logic.tide_calibration import ErrorLedger
 from autoscaler.routines.context import parse_duration
 

@@ -170,8 +170,7 @@ def test_pods_with_local_storage_stay_unless_a_setting_or_the_pod_allows():
 
 
 def test_the_local_storage_setting_is_checked():
-    from autoscaler.logic.rebalance import RebalanceSettings
-    from autoscaler.logic.tide import TideSettings
+    from autoscaler.settings import RebalanceSettings, TideSettings
 
     with pytest.raises(ValueError, match="evict_local_storage 'sometimes': one of never, memory, always"):
         RebalanceSettings(evict_local_storage="sometimes").check()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autoscaler.logic.rebalance import Candidate, NodeLoad, RebalanceSettings, plan_rebalance
+from autoscaler.logic.rebalance import Candidate, NodeLoad, plan_rebalance
+from autoscaler.settings import RebalanceSettings
 
 GIB = 2.0**30
 STEPS = 24

@@ -13,7 +13,7 @@ import yaml
 from autoscaler.input.cluster import ApiCluster
 from autoscaler.output.sinks import WRITTEN, ApiSink, FileSink
 from autoscaler.routines.loop import OK, ServingLoop
-from autoscaler.selection import MANAGE_ANNOTATION, KindSelection, SelectSettings
+from autoscaler.settings import MANAGE_ANNOTATION, KindSelection, SelectSettings
 from contracts.errors import InputError
 from contracts.selector import parse_selector
 from tests.autoscaler.conftest import fast_settings, source_of

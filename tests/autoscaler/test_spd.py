@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from autoscaler.input.cluster import ApiCluster
-from autoscaler.katalyst_settings import SPD_OPT_IN, SpdSettings
+from autoscaler.settings import SPD_OPT_IN, SpdSettings
 from autoscaler.logic.spd import INDICATOR, owned_part
 from autoscaler.output.sinks import DRY_RUN, WRITTEN, ApiSink, DryRunSink
 from autoscaler.routines.loop import OK, ServingLoop

@@ -8,7 +8,7 @@ import json
 
 import yaml
 
-from autoscaler.katalyst_settings import SPD_OPT_IN
+from autoscaler.settings import SPD_OPT_IN
 from predictor.history import write_long
 from tests.autoscaler.conftest import validate_object
 from tests.autoscaler.test_ihpa import hpa_named, ihpa_like

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from autoscaler.input.cluster import ApiCluster
-from autoscaler.logic.tide import TideSettings
+from autoscaler.settings import TideSettings
 from autoscaler.logic.tide_calibration import ErrorLedger
 from autoscaler.output.sinks import DryRunSink
 from autoscaler.routines.loop import ServingLoop

@@ -78,7 +78,7 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
     known = {"vpa", "hpa", "reclaim", "guardrails", "loop", "rebalance", "tide", "spd", "ihpa", "select"}
     if set(section) - known:
         raise InputError(f"config section 'serve': unknown key(s) {sorted(set(section) - known)}; known: {sorted(known)}")
-    from autoscaler.logic.rebalance import RebalanceSettings
+    from autoscaler.settings import RebalanceSettings
 
     rebalance = settings_from(RebalanceSettings, section.get("rebalance"), "serve.rebalance",
                               enabled=True if getattr(args, "rebalance", False) else None)
@@ -86,7 +86,7 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
         rebalance.check()
     except ValueError as exc:
         raise InputError(f"config section 'serve.rebalance': {exc}") from None
-    from autoscaler.logic.tide import TideSettings
+    from autoscaler.settings import TideSettings
 
     tide = settings_from(TideSettings, section.get("tide"), "serve.tide",
                          enabled=True if getattr(args, "tide", False) else None)
@@ -94,7 +94,7 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
         tide.check()
     except ValueError as exc:
         raise InputError(f"config section 'serve.tide': {exc}") from None
-    from autoscaler.katalyst_settings import IhpaSettings, SpdSettings
+    from autoscaler.settings import IhpaSettings, SpdSettings
 
     return ServeSettings(
         select=_select(section.get("select")),
@@ -114,8 +114,8 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
 
 
 def _select(section: dict | None):  # -> SelectSettings
-    """`serve.select`: per kind `all`, `namespaces`, `selector` (autoscaler/selection.py), and `annotation`."""
-    from autoscaler.selection import KindSelection, SelectSettings
+    """`serve.select`: per kind `all`, `namespaces`, `selector` (autoscaler/settings/select.py), and `annotation`."""
+    from autoscaler.settings import KindSelection, SelectSettings
     from contracts.errors import InputError
     from tidewise.config import settings_from
 
@@ -251,7 +251,7 @@ def _extra_kinds(settings) -> tuple[str, ...]:
         kinds.append("PodDisruptionBudget")  # budgets are checked before an eviction is asked for
     if settings.tide.enabled:
         kinds += ["TideNodePool", "PodDisruptionBudget"]
-    from autoscaler.katalyst_settings import katalyst_kinds
+    from autoscaler.settings import katalyst_kinds
 
     kinds += katalyst_kinds(settings.spd, settings.ihpa)  # Katalyst SPDs and IHPAs (a missing CRD means none)
     return tuple(dict.fromkeys(kinds))

@@ -28,7 +28,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from autoscaler.logic.rebalance import Candidate, NodeLoad, RebalanceSettings, plan_rebalance
+from autoscaler.logic.rebalance import Candidate, NodeLoad, plan_rebalance
+from autoscaler.settings import RebalanceSettings
 from contracts.errors import InputError
 from predictor.durations import parse_duration
 from studies.simulation.harness.cluster import Cluster, ClusterSettings, build_cluster

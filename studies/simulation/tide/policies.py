@@ -30,7 +30,8 @@ from typing import Protocol
 
 import numpy as np
 
-from autoscaler.logic.tide import LEND, RETURN, NodeMove, TideNode, TideSettings, nodes_needed, plan_pool
+from autoscaler.logic.tide import LEND, RETURN, NodeMove, TideNode, nodes_needed, plan_pool
+from autoscaler.settings import TideSettings
 from studies.simulation.tide.calibration import BUCKET, ForecastErrors
 from studies.simulation.tide.forecasts import PoolForecasts
 from studies.simulation.tide.model import OnlinePool, history_needed_by_hour

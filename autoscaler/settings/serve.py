@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from autoscaler.katalyst_settings import IhpaSettings, SpdSettings
-from autoscaler.logic.rebalance import RebalanceSettings
-from autoscaler.logic.tide import TideSettings
-from autoscaler.selection import SelectSettings
+from autoscaler.settings.katalyst import IhpaSettings, SpdSettings
+from autoscaler.settings.rebalance import RebalanceSettings
+from autoscaler.settings.select import SelectSettings
+from autoscaler.settings.tide import TideSettings
 from contracts.qos import QOS_ANNOTATION, RECLAIMED_MEMORY, RECLAIMED_MILLICPU
 
 MIB = 2**20
@@ -190,9 +190,9 @@ class ServeSettings:
     reclaim: ReclaimSettings = field(default_factory=ReclaimSettings)
     guardrails: GuardrailSettings = field(default_factory=GuardrailSettings)
     loop: LoopSettings = field(default_factory=LoopSettings)
-    spd: SpdSettings = field(default_factory=SpdSettings)  # Katalyst ServiceProfileDescriptors (katalyst_settings.py)
+    spd: SpdSettings = field(default_factory=SpdSettings)  # Katalyst ServiceProfileDescriptors (settings/katalyst.py)
     ihpa: IhpaSettings = field(default_factory=IhpaSettings)  # Katalyst IntelligentHorizontalPodAutoscalers
-    rebalance: RebalanceSettings = field(default_factory=RebalanceSettings)  # autoscaler/logic/rebalance.py
-    tide: TideSettings = field(default_factory=TideSettings)  # autoscaler/logic/tide.py
-    # what serve may write (autoscaler/selection.py): VPAs/SPDs as they opt in, HPAs/Nodes/IHPAs/pools only when selected
+    rebalance: RebalanceSettings = field(default_factory=RebalanceSettings)  # settings/rebalance.py
+    tide: TideSettings = field(default_factory=TideSettings)  # settings/tide.py
+    # what serve may write (settings/select.py): VPAs/SPDs as they opt in, HPAs/Nodes/IHPAs/pools only when selected
     select: SelectSettings = field(default_factory=SelectSettings)
