@@ -23,15 +23,15 @@ TRUE_WORDS = frozenset({"true", "1", "yes", "on", "y", "t"})
 LOCAL_STORAGE_RULES = ("never", "memory", "always")
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
+def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _word(value: Any) -> str:
+def _word(value: object) -> str:
     return value.strip().lower() if isinstance(value, str) else ""
 
 
-def is_false(value: Any) -> bool:
+def is_false(value: object) -> bool:
     """True for any written false ("false", "False", " 0 ", "no", "off"); a bool False counts too."""
     return value is False or _word(value) in FALSE_WORDS
 
@@ -79,7 +79,7 @@ def storage_refusal(pod: Mapping[str, Any], rule: str = "never") -> str | None:
     return None
 
 
-def check_rule(rule: Any, where: str) -> None:
+def check_rule(rule: object, where: str) -> None:
     """ValueError naming `where` when `rule` is not one of LOCAL_STORAGE_RULES."""
     if rule not in LOCAL_STORAGE_RULES:
         raise ValueError(f"{where} {rule!r}: one of {', '.join(LOCAL_STORAGE_RULES)}")

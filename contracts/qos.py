@@ -69,7 +69,7 @@ class QosSpec:
     problem: str | None = None  # what was malformed and how it was read, when something was
 
 
-def shown(value: Any, limit: int = 60) -> str:
+def shown(value: object, limit: int = 60) -> str:
     """`repr(value)`, cut to `limit` characters with the full length named (for messages and logs)."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(str(value))} chars)"
@@ -88,7 +88,7 @@ def _level(annotations: Mapping[str, Any], key: str) -> tuple[QosLevel, str | No
                              "read as shared_cores")
 
 
-def json_object_annotation(raw: Any, annotation: str, known: Sequence[str],
+def json_object_annotation(raw: object, annotation: str, known: Sequence[str],
                            max_chars: int = MAX_ENHANCEMENT_CHARS) -> dict[str, Any]:
     """An annotation holding a JSON object with only `known` keys, parsed; ValueError naming the
     annotation and what is wrong (the QoS enhancements and the agent's I/O limits)."""
@@ -108,7 +108,7 @@ def json_object_annotation(raw: Any, annotation: str, known: Sequence[str],
     return data
 
 
-def _bool(key: str, value: Any) -> bool:
+def _bool(key: str, value: object) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
@@ -116,7 +116,7 @@ def _bool(key: str, value: Any) -> bool:
     raise ValueError(f"{key} must be true or false, not {shown(value)}")
 
 
-def _oom(value: Any) -> int:
+def _oom(value: object) -> int:
     if isinstance(value, str) and re.fullmatch(r"-?\d{1,5}", value.strip()):
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
@@ -168,7 +168,7 @@ def _spec(level: QosLevel, annotations: Mapping[str, Any]) -> QosSpec:
 _PLAIN = {q.value: QosSpec(level=q) for q in QosLevel}  # immutable: the common case without enhancements
 
 
-def parse_qos(annotations: Mapping[str, Any] | Any, key: str = QOS_ANNOTATION) -> QosSpec:
+def parse_qos(annotations: object, key: str = QOS_ANNOTATION) -> QosSpec:
     """A pod's annotations -> its `QosSpec`, fail-closed (module docstring); never raises."""
     if annotations is None:
         return _PLAIN[DEFAULT_LEVEL.value]

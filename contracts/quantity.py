@@ -63,7 +63,7 @@ def to_bytes(value: str | int | float) -> int:
     return int(math.ceil(parse_quantity(value)))
 
 
-def parse_cpu_millis(value: Any) -> int:
+def parse_cpu_millis(value: object) -> int:
     """A pod's CPU request or limit -> millicpu, rounded up: `500m` -> 500, `1.5` -> 1500, `2` -> 2000."""
     try:
         number, suffix = _split(value if isinstance(value, (int, float)) else str(value))
@@ -76,7 +76,7 @@ def parse_cpu_millis(value: Any) -> int:
     return int(math.ceil(number * _SUFFIX[suffix] * 1000))
 
 
-def parse_memory_bytes(value: Any) -> int:
+def parse_memory_bytes(value: object) -> int:
     """A pod's memory request or limit -> bytes, rounded up: `512Mi`, `1G`, `1e9`, `1000`."""
     try:
         number, suffix = _split(value if isinstance(value, (int, float)) else str(value))
