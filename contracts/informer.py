@@ -24,11 +24,13 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, ParamSpec, TypeVar
 
 from contracts.kube_errors import KubeError
 
 log = logging.getLogger(__name__)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 Object = dict[str, Any]
 ListFn = Callable[[], tuple[list[Object], str]]
@@ -52,12 +54,12 @@ def object_key(obj: Object) -> str:
     return f"{ns}/{md.get('name')}" if ns else str(md.get("name"))
 
 
-def answered(call: Callable[..., Any], opened: Callable[[], None]) -> Callable[..., Any]:
+def answered(call: Callable[_P, _R], opened: Callable[[], None]) -> Callable[_P, _R]:
     """`call` (a client's list function asked to watch), calling `opened()` once it returned a
     response with a 2xx status: the API wrappers hand this to their client's watch stream, which
     otherwise shows nothing until the first event (a quiet kind's could be minutes away)."""
 
-    def call_and_tell(*args: Any, **kwargs: Any) -> Any:
+    def call_and_tell(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         response = call(*args, **kwargs)
         status = getattr(response, "status", 200)
         if not isinstance(status, int) or 200 <= status < 300:
