@@ -24,6 +24,7 @@ FORBIDDEN = {
 # server fake, the Prometheus launcher): they are the environment it is measured in, not the code measured
 TEST_SUPPORT_USERS = {os.path.join("benchmarks", f) for f in ("soak.py", "soak_faults.py")}
 SIM_STUDIES = ("colocation", "tide", "rebalance")
+SERVE_LAYERS = ("model", "logic", "input", "output", "routines", "kube", "kube_cluster", "metrics")
 # Inside the node agent, policy is pure (topology + pods + plan in, a plan out): it reads neither
 # the collectors (/proc, the kubelet, the API) nor the enforcers (cgroup writes, evictions).
 FORBIDDEN_INSIDE = {
@@ -32,6 +33,11 @@ FORBIDDEN_INSIDE = {
     # the harness imports none of them
     **{os.path.join("studies", "simulation", here): {f"studies.simulation.{s}" for s in SIM_STUDIES if s != here}
        for here in (*SIM_STUDIES, "harness")},
+    # the serving package's layers (issue 23): settings are pure dataclasses on top of nothing; model/
+    # (cluster objects, typed views, decisions) imports no logic/; logic/ is pure: no I/O layer, no loop
+    os.path.join("autoscaler", "settings"): {f"autoscaler.{m}" for m in SERVE_LAYERS},
+    os.path.join("autoscaler", "model"): {f"autoscaler.{m}" for m in SERVE_LAYERS if m != "model"},
+    os.path.join("autoscaler", "logic"): {f"autoscaler.{m}" for m in SERVE_LAYERS if m not in ("model", "logic")},
 }
 # the shared vocabulary both halves import: the node agent must not pay for numpy/pandas through it
 STDLIB_ONLY = ("contracts",)
