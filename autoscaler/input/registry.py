@@ -4,7 +4,7 @@
 checksum before any artifact is parsed — artifacts are JSON and NumPy arrays, never pickles — and
 falls back to the newest version that verifies *and loads*; the loop keeps the version it last
 loaded when even that fails. Forecasts are made with the stored per-series choices of *that*
-version (`predictor.serving.forecast_version` re-checks cheaply before each use that its
+version (`predictor.pipeline.serving.forecast_version` re-checks cheaply before each use that its
 folder did not change on disk since, so a changed version cannot slip in), at the quantiles it was
 trained for. A version is read and verified once (`RegistryReader`), not on every run.
 """
@@ -14,7 +14,7 @@ import os
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable
 
-from predictor.forecasting import ForecastRequest
+from predictor.pipeline.forecasting import ForecastRequest
 from predictor.history import History
 from predictor.types import Forecast
 
@@ -62,7 +62,7 @@ class RegistryReader:
 
 def registry_forecaster(registry: RegistryVersion, path: str) -> Callable[[History, ForecastRequest], list[Forecast]]:
     """Forecast with one loaded version (re-checked on use by `forecast_version`, not reloaded)."""
-    from predictor.serving import forecast_version
+    from predictor.pipeline.serving import forecast_version
 
     def forecast(history: History, req: ForecastRequest) -> list[Forecast]:
         # the registry answers at the quantiles it was trained for; decisions pick the nearest

@@ -2,7 +2,7 @@
 models, when present and fresh, replace the forecast a VPA or HPA decision reads; the day-ahead
 forecast stays the fallback, and the forecast's label (hence the reason) says which one was used.
 
-The quantiles come from `predictor.decision_forecast` — the walk and overlay that
+The quantiles come from `predictor.pipeline.decision` — the walk and overlay that
 `tidewise replay --decision-model` runs — with one `DecisionWalk` per (decision, series) kept
 between runs (the per-series calibration), so a serve started at a replay's first decision time
 computes the replay's numbers. VPA reads the peak of the next hour over the model's span and the
@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from autoscaler.settings import LoopSettings
-from predictor.decision_forecast import DecisionWalk, actual_from_history, hpa_span, overlay, raw_from_history
+from predictor.pipeline.decision import DecisionWalk, actual_from_history, hpa_span, overlay, raw_from_history
 from predictor.durations import parse_duration
 from predictor.history import History
 from predictor.models.decision_time import DecisionTimeGBM

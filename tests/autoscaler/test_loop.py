@@ -16,7 +16,7 @@ from autoscaler.output.sinks import DRY_RUN, DryRunSink, FileSink
 from autoscaler.routines.loop import FROZEN, KILLED, OK, ServingLoop
 from autoscaler.settings import ServeSettings
 from predictor.errors import SourceError
-from predictor.forecasting import forecast_history
+from predictor.pipeline.forecasting import forecast_history
 from predictor.history import History
 from predictor.registry import RegistryVersion
 from predictor.types import Forecast
