@@ -39,7 +39,7 @@ from autoscaler.routines.spd import SpdProfiles
 from autoscaler.routines.tide import TideStep
 from autoscaler.settings import ServeSettings
 from contracts.qos import QosReporter
-from predictor.forecasting import ForecastRequest, forecast_history
+from predictor.pipeline.forecasting import ForecastRequest, forecast_history
 from predictor.history import History
 from predictor.sources.base import HistorySource
 
