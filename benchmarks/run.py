@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in sections:  # sections measured outside `make bench` (the soak: `make soak`) are kept as they are
         if name not in SECTIONS:
             parts += [MARK.format(name), sections[name]]
-    from predictor.atomic import write_text_atomic
+    from contracts.atomic import write_text_atomic
 
     write_text_atomic(a.out, "\n".join(parts))
     print(f"wrote {a.out}", file=sys.stderr)

@@ -16,6 +16,7 @@
 - `agent` runs the reconcile loop as a fixed list of named, timed steps; `settings` is its
   `enforcer:` section, with the policy's and the eviction's settings nested.
 
-It imports `predictor` helpers only, never `autoscaler` or `training`, and keeps its import cost
-small (the agent runs on every node): `kubernetes` is imported only when the API is used.
+It imports the shared vocabulary in `contracts` only, never `predictor`, `autoscaler` or `training`,
+and keeps its import cost small (the agent runs on every node): `kubernetes` is imported only when
+the API is used.
 """

@@ -120,7 +120,7 @@ def _quantiles(forecasts: Sequence[Forecast]) -> tuple[float, ...]:
 
 def write_forecasts(forecasts: Sequence[Forecast], path: str) -> None:
     """The forecast file at `path`, atomically (temp + rename): CSV, CSV.gz or Parquet by suffix."""
-    from predictor.atomic import atomic_path
+    from contracts.atomic import atomic_path
 
     quantiles = _quantiles(forecasts)
     columns = ["series", "timestamp", *(quantile_column(q) for q in quantiles), "model"]

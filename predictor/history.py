@@ -337,7 +337,7 @@ def fill_short_gaps(y: pd.Series, step: pd.Timedelta, limit: pd.Timedelta = MAX_
 
 def write_long(frame: pd.DataFrame, path: str) -> None:
     """Atomic write (temp + rename) of a long frame as CSV, CSV.gz or Parquet, chosen by suffix."""
-    from predictor.atomic import atomic_path
+    from contracts.atomic import atomic_path
 
     with atomic_path(path) as tmp:
         if path.lower().endswith((".parquet", ".pq")):

@@ -19,8 +19,8 @@ import yaml
 
 from autoscaler.settings import ServeSettings
 from contracts.quantity import cores_to_millicpu, format_bytes, format_millicpu
-from predictor.atomic import write_text_atomic
-from predictor.pipeline.forecasting import ForecastRequest, forecast_history, forecasts_to_frame
+from contracts.atomic import write_text_atomic
+from predictor.forecasting import ForecastRequest, forecast_history, forecasts_to_frame
 from predictor.history import History, history_from_frame, write_long
 from predictor.profile import build_profiles
 from predictor.sources.synthetic import SyntheticCluster, Workload, generate_cluster

@@ -1,11 +1,11 @@
 """Checks of the paths given on the command line, made before any work so that a typo costs
-nothing: outputs (see `predictor.atomic`), output folders and model registries."""
+nothing: outputs (see `contracts.atomic`), output folders and model registries."""
 from __future__ import annotations
 
 import os
 
+from contracts.atomic import check_output_path, check_writable_folder
 from contracts.errors import InputError
-from predictor.atomic import check_folder_to_fill, check_output_path, prepare_output_dir
 
 __all__ = ["check_output_path", "prepare_output_dir", "input_file", "existing_registry", "registry_to_write"]
 
@@ -27,6 +27,35 @@ def existing_registry(path: str, flag: str = "--registry") -> str:
         raise InputError(f"{flag} {path} is a file, not a registry folder; give the folder that "
                          "`tidewise train --registry DIR` wrote")
     raise InputError(f"{flag} {path}: no such folder; run `tidewise train --registry {path}` first")
+
+
+def check_folder_to_fill(path: str, *, what: str = "--out") -> bool:
+    """True when `path` is an existing folder, False when it is a new name in an existing folder;
+    an InputError for anything else (a file there, a missing parent: never a chain of folders)."""
+    if os.path.isdir(path):
+        check_writable_folder(path, path, what)
+        return True
+    if os.path.lexists(path):
+        raise InputError(f"{what} {path} exists and is not a folder; give a folder name")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise InputError(f"{what} {path}: folder {parent} does not exist; create it first "
+                         "(only the last folder is created)")
+    check_writable_folder(parent, path, what)
+    return False
+
+
+def prepare_output_dir(path: str, *, what: str = "--out") -> str:
+    """An output folder that the command fills: used if it exists, created if only its last
+    component is missing; a file there or a missing parent is an InputError."""
+    path = os.fspath(path)
+    if check_folder_to_fill(path, what=what):
+        return path
+    try:
+        os.mkdir(path)
+    except OSError as exc:
+        raise InputError(f"{what} {path}: cannot create it ({exc.strerror})") from None
+    return path
 
 
 def registry_to_write(path: str, flag: str = "--registry") -> str:

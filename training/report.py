@@ -14,7 +14,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from predictor.atomic import write_text_atomic
+from contracts.atomic import write_text_atomic
 from predictor.history import History
 from predictor.types import Forecast
 from reports.pages import PAGE_END, figure_png, page_start, plot_blocks, pyplot

@@ -15,7 +15,7 @@ from autoscaler.kube import Kube
 from autoscaler.output.objects import Change
 from contracts.errors import InputError
 from contracts.kube_errors import Conflict, Forbidden, KubeError, NotFound, TooManyRequests
-from predictor.atomic import check_output_path, write_text_atomic
+from contracts.atomic import check_output_path, write_text_atomic
 
 log = logging.getLogger(__name__)
 SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when present

@@ -19,6 +19,7 @@ import stat
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from contracts.atomic import write_text_atomic
 from contracts.qos import QosLevel, parse_qos
 from node_enforcer.enforce.cgroups import CgroupDriver
 from node_enforcer.enforce.files import FilePort
@@ -26,7 +27,6 @@ from node_enforcer.model.pod import Pod
 from node_enforcer.model.qos import QosSource
 from node_enforcer.model.topology import format_cpulist, parse_cpulist
 from node_enforcer.policy.allocation import CpuAllocation
-from predictor.atomic import write_text_atomic
 
 log = logging.getLogger(__name__)
 SCHEMA = 1

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from predictor.atomic import write_failed
+from contracts.atomic import write_failed
 from predictor.models.gbm import GlobalGBM
 from predictor.registry.manifest import (DECISION_KINDS, DECISION_PREFIX, GLOBAL_ARRAYS, GLOBAL_META, LATEST,
                                          MANIFEST, MANIFEST_DIGEST,

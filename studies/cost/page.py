@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from predictor.atomic import write_text_atomic
+from contracts.atomic import write_text_atomic
 from studies.cost.ledger import NAMESPACE_COLUMNS
 from studies.cost.report import CostReport
 from reports.pages import PAGE_END, figure_png, image, page_start, pyplot, table

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from predictor.atomic import write_text_atomic
+from contracts.atomic import write_text_atomic
 from reports.pages import PAGE_END, figure_png, image, page_start, plot_blocks, pyplot, table
 
 SHOWN = pd.Timedelta(days=7)  # a week shows the daily tide and the weekly dip

@@ -100,11 +100,11 @@ def test_config_section_and_unknown_keys(cg, tmp_path, capsys):
 
 
 def test_agent_imports_stay_light_and_within_the_layout(tmp_path):
-    """The agent path never imports kubernetes (file source), pandas/numpy, autoscaler or training."""
+    """The agent path never imports kubernetes (file source), pandas/numpy, autoscaler, training or predictor."""
     code = (
         "import sys; from tidewise.cli import main\n"
         f"rc = main({['enforce', '--once', '--dry-run', '--node', 'fixture-node', '--pods-from', 'file', '--pods', MIXED_PODS, '--sysfs-root', TWO_SOCKET, '--cgroup-root', os.path.join(TWO_SOCKET, 'fs', 'cgroup'), '--reclaim-plan', RECLAIM_PLAN, '--checkpoint', str(tmp_path / 'ck.json')]!r})\n"
-        "bad = sorted(m for m in ('kubernetes', 'pandas', 'numpy', 'autoscaler', 'training') if m in sys.modules)\n"
+        "bad = sorted(m for m in ('kubernetes', 'pandas', 'numpy', 'autoscaler', 'training', 'predictor') if m in sys.modules)\n"
         "print('RC', rc, 'BAD', bad)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
@@ -112,7 +112,6 @@ def test_agent_imports_stay_light_and_within_the_layout(tmp_path):
 
 
 def test_node_enforcer_source_imports_only_allowed_packages():
-    allowed_predictor = {"predictor.errors", "predictor.atomic", "predictor.types"}
     pkg = os.path.join(ROOT, "node_enforcer")
     for name in os.listdir(pkg):
         if not name.endswith(".py"):
@@ -122,9 +121,7 @@ def test_node_enforcer_source_imports_only_allowed_packages():
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
             for m in mods:
-                assert not m.startswith(("autoscaler", "training", "tidewise")), (name, m)
-                if m.startswith("predictor"):
-                    assert m in allowed_predictor, (name, m)
+                assert not m.startswith(("autoscaler", "training", "tidewise", "predictor")), (name, m)
 
 
 def _fixture_objs():

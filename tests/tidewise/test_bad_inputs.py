@@ -181,7 +181,8 @@ def test_missing_parent_folder_is_refused_not_created(tmp_path, good):
 
 
 def test_atomic_write_library_refuses_what_it_would_replace(tmp_path):
-    from predictor.atomic import prepare_output_dir, write_text_atomic
+    from contracts.atomic import write_text_atomic
+    from tidewise.paths import prepare_output_dir
     from predictor.errors import InputError
 
     (tmp_path / "d").mkdir()

@@ -118,7 +118,7 @@ def test_output_with_a_trailing_slash_is_never_a_file_named_so(tmp_path, command
 
 
 def test_a_write_that_fails_midway_is_an_input_error_in_the_library(tmp_path):
-    from predictor.atomic import write_text_atomic
+    from contracts.atomic import write_text_atomic
     from predictor.errors import InputError
 
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)

@@ -261,7 +261,7 @@ def _check_paths(s: "EnforcerSettings", plan_out: str | None) -> None:
     from contracts.errors import InputError
 
     if plan_out:  # checked before any cgroup is written, not after
-        from predictor.atomic import check_output_path
+        from contracts.atomic import check_output_path
 
         check_output_path(plan_out, what="--plan-out")
     if not os.path.isdir(s.cgroup_root):
@@ -370,7 +370,7 @@ def _enforcement(s: "EnforcerSettings", node: str, plan_from: str, kube: "KubeAp
 def _reconcile_once(agent: "Agent", s: "EnforcerSettings", node: str, topo_summary: str, cgroup_version: int,
                     plan_out: str | None) -> int:
     """One pass: print the plan, write --plan-out; exit 1 when a cgroup write failed."""
-    from predictor.atomic import write_text_atomic
+    from contracts.atomic import write_text_atomic
 
     res = agent.reconcile_once()
     if res.error or res.allocation is None or res.report is None:

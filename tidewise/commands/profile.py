@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from predictor.atomic import write_text_atomic
+    from contracts.atomic import write_text_atomic
     from predictor.durations import parse_duration
     from predictor.history import load_history
     from predictor.profile import build_profiles

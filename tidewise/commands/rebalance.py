@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, rep) -> int:
     """Table on stdout, JSON in --out; 1 when the run froze, the plan failed or an eviction failed."""
-    from predictor.atomic import write_text_atomic
+    from contracts.atomic import write_text_atomic
 
     result = rep.rebalance
     doc = {"now": str(rep.now), "outcome": rep.outcome, "reason": rep.reason, "dry_run": not args.apply,

@@ -327,7 +327,7 @@ def _once(args: argparse.Namespace, loop, sink) -> int:
     rep = loop.run_once()
     _print(rep, sink)
     if args.report:
-        from predictor.atomic import write_text_atomic
+        from contracts.atomic import write_text_atomic
 
         write_text_atomic(args.report, json.dumps(_report_dict(rep), indent=1, default=str))
     problems = rep.problems()

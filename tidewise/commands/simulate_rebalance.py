@@ -46,7 +46,7 @@ def _headroom(text: str) -> tuple[float, float]:
 
 
 def run_rebalance(args: argparse.Namespace) -> int:
-    from predictor.atomic import write_text_atomic
+    from contracts.atomic import write_text_atomic
     from studies.simulation.rebalance.study import RebalanceStudySettings, check, run_rebalance_study
     from tidewise.paths import prepare_output_dir
 

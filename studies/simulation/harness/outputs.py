@@ -6,7 +6,7 @@ import json
 import os
 from typing import Any
 
-from predictor.atomic import write_text_atomic
+from contracts.atomic import write_text_atomic
 from predictor.types import finite_or_none
 
 

@@ -1,4 +1,6 @@
-"""Safe output paths and atomic file writes (temp file in the same folder, fsync, rename).
+"""Safe output paths and atomic file writes (temp file in the same folder, fsync, rename), standard
+library only: serve's outputs, the predictor's history and forecast files, the studies and the node
+agent's checkpoint all write through here (the agent without loading numpy or pandas).
 
 A crash or an error mid-write leaves the previous file (or no file) in place, never half of one.
 Rename replaces whatever sits at the path, so it is used only where that is a regular file or
@@ -17,7 +19,7 @@ import stat
 import tempfile
 from typing import Iterable, Iterator
 
-from predictor.errors import InputError
+from contracts.errors import InputError
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"))
@@ -54,7 +56,7 @@ def check_output_path(path: str, *, what: str = "output", create_folder: bool = 
             raise InputError(f"{what} {path} is {_kind(st.st_mode)}, not a regular file; give a file name "
                              "(outputs are written through a temporary file and a rename)")
         real = os.path.realpath(path)
-        _check_writable_folder(os.path.dirname(real), path, what)
+        check_writable_folder(os.path.dirname(real), path, what)
         return real
     if os.path.islink(path):
         raise InputError(f"{what} {path} is a symlink to a missing target; remove it or give another file name")
@@ -65,7 +67,7 @@ def check_output_path(path: str, *, what: str = "output", create_folder: bool = 
         if not (create_folder and os.path.isdir(os.path.dirname(folder))):
             raise InputError(f"{what} {path}: folder {folder} does not exist; create it first")
         os.makedirs(folder, exist_ok=True)
-    _check_writable_folder(folder, path, what)
+    check_writable_folder(folder, path, what)
     return os.path.abspath(path)
 
 
@@ -79,8 +81,9 @@ def _check_not_an_input(path: str, what: str, inputs: Iterable[tuple[str, str | 
                                  "name (writing it would overwrite the input)")
 
 
-def _check_writable_folder(folder: str, path: str, what: str) -> None:
-    """Refused before any work: the temp file and the rename both need to write `folder`."""
+def check_writable_folder(folder: str, path: str, what: str) -> None:
+    """Refused before any work: the temp file and the rename both need to write `folder` (InputError
+    naming `what` and `path` when they cannot)."""
     if not os.access(folder, os.W_OK | os.X_OK):
         raise InputError(f"{what} {path}: folder {folder} is not writable (read-only or no permission); "
                          "give a path in a writable folder")
@@ -91,35 +94,6 @@ def write_failed(exc: OSError, path: str, what: str) -> InputError:
     why = os.strerror(exc.errno) if exc.errno else str(exc)
     return InputError(f"{what} {path}: writing failed ({why}); nothing was written: free space or give "
                       "a file in a writable folder")
-
-
-def check_folder_to_fill(path: str, *, what: str = "--out") -> bool:
-    """True when `path` is an existing folder, False when it is a new name in an existing folder;
-    an InputError for anything else (a file there, a missing parent: never a chain of folders)."""
-    if os.path.isdir(path):
-        _check_writable_folder(path, path, what)
-        return True
-    if os.path.lexists(path):
-        raise InputError(f"{what} {path} exists and is not a folder; give a folder name")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise InputError(f"{what} {path}: folder {parent} does not exist; create it first "
-                         "(only the last folder is created)")
-    _check_writable_folder(parent, path, what)
-    return False
-
-
-def prepare_output_dir(path: str, *, what: str = "--out") -> str:
-    """An output folder that the command fills: used if it exists, created if only its last
-    component is missing; a file there or a missing parent is an InputError."""
-    path = os.fspath(path)
-    if check_folder_to_fill(path, what=what):
-        return path
-    try:
-        os.mkdir(path)
-    except OSError as exc:
-        raise InputError(f"{what} {path}: cannot create it ({exc.strerror})") from None
-    return path
 
 
 @contextlib.contextmanager
