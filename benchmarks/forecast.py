@@ -4,7 +4,7 @@ scale targets on synthetic series.
 Accuracy follows the reference scorer `../shared/eval/bench_forecast.py` exactly — same suite
 (`suite.py`), origins, 28-day history cap, scale and scores, and the scorer's own seasonal naive,
 VPA histogram and statsforecast MSTL as peers — so that its numbers and ours agree. Tidewise's
-models run in-process through `predictor.forecasting.forecast_history`, called once per origin with
+models run in-process through `predictor.pipeline.forecasting.forecast_history`, called once per origin with
 the history of every series, as `tidewise forecast` is by the scorer.
 
     .venv/bin/python -m benchmarks.run --only forecast            # full
@@ -55,7 +55,7 @@ def _history_of(hists: dict[str, pd.Series]):
 
 def tidewise_runner(model: str = "auto", **kw) -> Callable[[dict[str, pd.Series], pd.Timestamp], dict[str, np.ndarray]]:
     """One call per origin with every series' history, like the scorer calls `tidewise forecast`."""
-    from predictor.forecasting import ForecastRequest, forecast_history
+    from predictor.pipeline.forecasting import ForecastRequest, forecast_history
 
     def run(hists: dict[str, pd.Series], origin: pd.Timestamp) -> dict[str, np.ndarray]:
         hist = _history_of(hists)
@@ -263,7 +263,7 @@ def run_scale(quick: bool) -> dict:
     import tempfile
 
     n_train, n_serve = (100, 1000) if quick else (1000, 10000)
-    logging.getLogger("predictor.forecasting").setLevel(logging.ERROR)  # one fallback line per series otherwise
+    logging.getLogger("predictor.pipeline.forecasting").setLevel(logging.ERROR)  # one fallback line per series otherwise
     res: dict = {"n_train": n_train, "n_serve": n_serve}
     work = tempfile.mkdtemp(prefix="tidewise-scale-")
     try:
@@ -330,8 +330,8 @@ def _serving_fleet(hist, reg_dir: str, serve_dir: str, n_serve: int):
 
 
 def _serve_timings(big, serve_dir: str) -> dict:
-    from predictor.forecasting import ForecastRequest
-    from predictor.serving import forecast_with_registry
+    from predictor.pipeline.forecasting import ForecastRequest
+    from predictor.pipeline.serving import forecast_with_registry
 
     def do_serve():
         t0 = time.perf_counter()

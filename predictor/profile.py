@@ -14,7 +14,7 @@ import pandas as pd
 
 from predictor.durations import DAY, WEEK
 from predictor.history import History
-from predictor.seasonality import acf_at
+from predictor.features.seasonality import acf_at
 from predictor.types import RESOURCES, ServiceProfile, SeriesKey
 
 MIN_DAYS = 2.0  # below this, no daily shape can be told from noise

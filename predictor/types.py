@@ -6,7 +6,7 @@ without pulling in models or sources.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -144,3 +144,55 @@ class GapReport:
     @property
     def missing_steps(self) -> int:
         return sum(n for _, n in self.gaps)
+
+
+# Two stored model names that are not one model fitted on the series: the GBM shared by the fleet
+# (fitted once, loaded from the registry) and the mean of an ensemble's members.
+GLOBAL = "gbm_global"
+ENSEMBLE = "ensemble"
+
+
+@dataclass
+class Choice:
+    """What one series' backtest decided (`predictor.pipeline.selection.choose`) and what the
+    registry stores for it: the chosen model, for the ensemble its members, its calibration and
+    the scores. `predictor.pipeline.choice.ChoiceForecaster` runs it."""
+
+    series: str
+    model: str
+    quantiles: tuple[float, ...]
+    shifts: list[float]
+    folds: int
+    acf_day: float
+    acf_week: float
+    scores: dict[str, dict] = field(default_factory=dict)  # model -> pinball per q, pinball_dq, coverage
+    skill: float | None = None  # chosen pinball@dq / reference pinball@dq (< 1 is better)
+    coverage: float | None = None  # cross-fitted coverage of the chosen model's decision quantile
+    scale: float = 1.0  # mean |y| before the first fold (scores are divided by it)
+    reason: str = ""
+    members: list[str] = field(default_factory=list)  # for the ensemble: the models averaged
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["quantiles"] = list(self.quantiles)
+        return finite_or_none(d)
+
+    @classmethod
+    def from_entry(cls, key: str, entry: Mapping[str, Any], quantiles: tuple[float, ...], reason: str) -> "Choice":
+        """The choice a registry stores for series `key` (ValueError when its shifts do not match
+        the quantiles); `reason` says where it came from."""
+        shifts = [float(v) for v in entry.get("shifts") or [0.0] * len(quantiles)]
+        if len(shifts) != len(quantiles):
+            raise ValueError(f"series {key}: {len(shifts)} quantile shifts for {len(quantiles)} quantiles")
+        return cls(key, entry["model"], quantiles, shifts, int(entry.get("folds", 0)),
+                   float(entry.get("acf_day") or np.nan), float(entry.get("acf_week") or np.nan), {},
+                   entry.get("skill"), entry.get("coverage"), float(entry.get("scale") or 1.0), reason,
+                   list(entry.get("members") or []))
+
+    def runs(self) -> list[str]:
+        """The models this choice runs: the ensemble's members, or the one model."""
+        return self.members or [self.model]
+
+    @property
+    def uses_global(self) -> bool:
+        return self.model == GLOBAL or GLOBAL in self.members

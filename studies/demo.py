@@ -20,7 +20,7 @@ import yaml
 from autoscaler.settings import ServeSettings
 from contracts.quantity import cores_to_millicpu, format_bytes, format_millicpu
 from contracts.atomic import write_text_atomic
-from predictor.forecasting import ForecastRequest, forecast_history, forecasts_to_frame
+from predictor.pipeline.forecasting import ForecastRequest, forecast_history, forecasts_to_frame
 from predictor.history import History, history_from_frame, write_long
 from predictor.profile import build_profiles
 from predictor.sources.synthetic import SyntheticCluster, Workload, generate_cluster

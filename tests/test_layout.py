@@ -25,6 +25,7 @@ FORBIDDEN = {
 # server fake, the Prometheus launcher): they are the environment it is measured in, not the code measured
 TEST_SUPPORT_USERS = {os.path.join("benchmarks", f) for f in ("soak.py", "soak_faults.py")}
 SIM_STUDIES = ("colocation", "tide", "rebalance")
+SERVE_LAYERS = ("model", "logic", "input", "output", "routines", "kube", "kube_cluster", "metrics")
 # Inside the node agent, policy is pure (topology + pods + plan in, a plan out): it reads neither
 # the collectors (/proc, the kubelet, the API) nor the enforcers (cgroup writes, evictions).
 FORBIDDEN_INSIDE = {
@@ -33,6 +34,11 @@ FORBIDDEN_INSIDE = {
     # the harness imports none of them
     **{os.path.join("studies", "simulation", here): {f"studies.simulation.{s}" for s in SIM_STUDIES if s != here}
        for here in (*SIM_STUDIES, "harness")},
+    # the serving package's layers (issue 23): settings are pure dataclasses on top of nothing; model/
+    # (cluster objects, typed views, decisions) imports no logic/; logic/ is pure: no I/O layer, no loop
+    os.path.join("autoscaler", "settings"): {f"autoscaler.{m}" for m in SERVE_LAYERS},
+    os.path.join("autoscaler", "model"): {f"autoscaler.{m}" for m in SERVE_LAYERS if m != "model"},
+    os.path.join("autoscaler", "logic"): {f"autoscaler.{m}" for m in SERVE_LAYERS if m not in ("model", "logic")},
 }
 # the shared vocabulary both halves import: the node agent must not pay for numpy/pandas through it
 STDLIB_ONLY = ("contracts",)
@@ -172,7 +178,7 @@ def loaded_packages(code, packages):
 
 def test_forecast_command_never_loads_kubernetes():
     code = ("from tidewise.cli import build_parser\nbuild_parser()\n"
-            "import predictor.forecasting, predictor.sources.prometheus, predictor.profile")
+            "import predictor.pipeline.forecasting, predictor.sources.prometheus, predictor.profile")
     assert loaded_packages(code, ("kubernetes", "autoscaler", "node_enforcer")) == "[]"
 
 
@@ -255,3 +261,50 @@ def test_contracts_logic_and_node_policy_keep_strict_signatures():
         mypy_config = tomllib.load(fh)["tool"]["mypy"]
     assert not_strict(mypy_config, STRICT_TYPED) == []
     assert all(os.path.isdir(os.path.join(ROOT, *p.split("."))) for p in STRICT_TYPED), "a strict package moved"
+
+
+# issue 23 item 3: one forecasting pipeline above the models. predictor/models/ holds estimators
+# only (the contract and each model: no choice of model, no fallback, no calibration), and from the
+# rest of the predictor it imports only what an estimator is made of:
+MODELS_MAY_IMPORT = ("predictor.models", "predictor.features", "predictor.types", "predictor.errors",
+                     "predictor.history", "predictor.durations", "predictor.timestamps",
+                     "predictor.decaying_histogram")
+PIPELINE = os.path.join("predictor", "pipeline")
+# ... and the pipeline reads in one direction: each module imports only the modules before it
+PIPELINE_ORDER = ("calibration", "choice", "selection", "fallback", "batched", "forecasting", "serving", "decision")
+
+
+def predictor_modules_of(path):
+    return {m for m in modules_of(path) if m == "predictor" or m.startswith("predictor.")}
+
+
+def test_the_models_import_no_orchestration():
+    paths = list(python_files(os.path.join("predictor", "models")))
+    assert len(paths) >= 8
+    bad = [f"{os.path.relpath(p, ROOT)} imports {m}" for p in paths for m in predictor_modules_of(p)
+           if not any(m == a or m.startswith(a + ".") for a in MODELS_MAY_IMPORT)]
+    assert not bad, bad
+
+
+def test_nothing_below_the_pipeline_imports_it():
+    """Inside the predictor only the pipeline imports the pipeline (models, features, registry,
+    sources, history and the data model are below it); the old top-level homes are gone."""
+    paths = [p for p in python_files("predictor") if not p.startswith(os.path.join(ROOT, PIPELINE, ""))]
+    bad = [f"{os.path.relpath(p, ROOT)} imports {m}" for p in paths for m in predictor_modules_of(p)
+           if m.startswith("predictor.pipeline")]
+    assert not bad, bad
+    old = ("forecasting", "selection", "batched", "calibration", "serving", "decision_forecast", "seasonality")
+    assert not [m for m in old if os.path.exists(os.path.join(ROOT, "predictor", m + ".py"))]
+    assert not os.path.exists(os.path.join(ROOT, "predictor", "models", "choice.py"))
+
+
+def test_the_pipeline_reads_in_one_direction():
+    names = sorted(os.path.basename(p)[:-3] for p in python_files(PIPELINE))
+    assert names == sorted(("__init__", *PIPELINE_ORDER)), "place a new pipeline module in PIPELINE_ORDER"
+    bad = []
+    for rank, name in enumerate(PIPELINE_ORDER):
+        allowed = {f"predictor.pipeline.{m}" for m in PIPELINE_ORDER[:rank]}
+        for m in predictor_modules_of(os.path.join(ROOT, PIPELINE, name + ".py")):
+            if m.startswith("predictor.pipeline") and not any(m == a or m.startswith(a + ".") for a in allowed):
+                bad.append(f"pipeline/{name}.py imports {m}")
+    assert not bad, bad

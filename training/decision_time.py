@@ -20,13 +20,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from predictor.calibration import apply_shifts, pinball
-from predictor.decision_forecast import hpa_span
+from predictor.pipeline.calibration import apply_shifts, pinball
+from predictor.pipeline.decision import calibrated_series, hpa_span
 from predictor.durations import DAY
 from predictor.features.decision import next_max
 from predictor.history import History
-from predictor.models.choice import ChoiceForecaster
-from predictor.models.decision_time import DecisionTimeGBM, calibrated_series
+from predictor.pipeline.choice import ChoiceForecaster
+from predictor.models.decision_time import DecisionTimeGBM
 from predictor.models.gbm import GlobalGBM
 
 log = logging.getLogger(__name__)

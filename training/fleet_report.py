@@ -4,9 +4,9 @@ from __future__ import annotations
 import pandas as pd
 
 from predictor.errors import InputError
-from predictor.forecasting import ForecastRequest
+from predictor.pipeline.forecasting import ForecastRequest
 from predictor.registry import load_recent, load_version
-from predictor.serving import forecast_version
+from predictor.pipeline.serving import forecast_version
 from training.decision_time import summary_lines
 from training.report import render_report
 

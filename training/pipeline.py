@@ -17,15 +17,17 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from predictor.calibration import apply_shifts, pinball
-from predictor.forecasting import ForecastRequest, choose_baseline, fit_global, select_series
+from predictor.pipeline.calibration import apply_shifts, pinball
+from predictor.pipeline.fallback import choose_baseline
+from predictor.pipeline.forecasting import ForecastRequest, fit_global, select_series
 from predictor.durations import DAY
 from predictor.history import History
-from predictor.models.choice import Choice, ChoiceForecaster, history_needed, stored_params
+from predictor.pipeline.choice import ChoiceForecaster, history_needed, stored_params
 from predictor.models.gbm import GlobalGBM
 from predictor.registry import RegistryError, RegistryVersion, load_version, write_version
-from predictor.selection import DECISION_QUANTILE, decision_index
+from predictor.pipeline.selection import DECISION_QUANTILE, decision_index
 from predictor.timestamps import epoch_ns
+from predictor.types import Choice
 from training.decision_time import DecisionTimeSettings, fit_decision_models
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 import pandas as pd
 
 from predictor.durations import DAY
-from predictor.forecasting import Forecast, ForecastRequest, forecast_history
+from predictor.pipeline.forecasting import Forecast, ForecastRequest, forecast_history
 from predictor.history import History
 from predictor.models.gbm import GlobalGBM
 from predictor.registry import RegistryVersion, write_version
@@ -275,7 +275,7 @@ def forecast_shard(index: int, source: ShardSource, req: ForecastRequest, regist
     t0 = time.perf_counter()
     history = source()
     if registry is not None:
-        from predictor.serving import forecast_with_registry
+        from predictor.pipeline.serving import forecast_with_registry
 
         forecasts = forecast_with_registry(registry, history, req, key=key)
     else:

@@ -4,7 +4,7 @@
 checksum before any artifact is parsed — artifacts are JSON and NumPy arrays, never pickles — and
 falls back to the newest version that verifies *and loads*; the loop keeps the version it last
 loaded when even that fails. Forecasts are made with the stored per-series choices of *that*
-version (`predictor.serving.forecast_version` re-checks cheaply before each use that its
+version (`predictor.pipeline.serving.forecast_version` re-checks cheaply before each use that its
 folder did not change on disk since, so a changed version cannot slip in), at the quantiles it was
 trained for. A version is read and verified once (`RegistryReader`), not on every run.
 """
@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
-from predictor.forecasting import ForecastRequest
+from predictor.pipeline.forecasting import ForecastRequest
 from predictor.history import History
 from predictor.types import Forecast
+
+if TYPE_CHECKING:  # annotations only: predictor.registry is imported when a version is first read (below)
+    from predictor.registry import RegistryVersion
+
+# what the loop's registry step calls: a folder in, the verified version it serves out (RegistryError when none)
+RegistryLoader = Callable[[str], "RegistryVersion"]
 
 
 class RegistryReader:
@@ -29,10 +35,10 @@ class RegistryReader:
 
     def __init__(self, key_file: str | None = None):
         self.key_file = key_file
-        self._loaded: Any = None
+        self._loaded: RegistryVersion | None = None
         self._key: bytes | None = None
 
-    def __call__(self, path: str) -> Any:
+    def __call__(self, path: str) -> RegistryVersion:
         from predictor.registry import RegistryError, check_unchanged, load_last_good, read_key, resolve
 
         key = None
@@ -49,13 +55,14 @@ class RegistryReader:
                     return old
             except RegistryError:
                 pass  # gone, moved or changed: verify afresh below
-        self._loaded, self._key = load_last_good(path, key=key), key
-        return self._loaded
+        loaded = self._loaded = load_last_good(path, key=key)
+        self._key = key
+        return loaded
 
 
-def registry_forecaster(registry: Any, path: str) -> Callable[[History, ForecastRequest], list[Forecast]]:
+def registry_forecaster(registry: RegistryVersion, path: str) -> Callable[[History, ForecastRequest], list[Forecast]]:
     """Forecast with one loaded version (re-checked on use by `forecast_version`, not reloaded)."""
-    from predictor.serving import forecast_version
+    from predictor.pipeline.serving import forecast_version
 
     def forecast(history: History, req: ForecastRequest) -> list[Forecast]:
         # the registry answers at the quantiles it was trained for; decisions pick the nearest

@@ -14,11 +14,11 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from autoscaler.logic.hpa import (MalformedHpa, ShortTermBand, Stabilizer, floor_demand, hpa_target,
-                                  interpolate_quantile, level_ratio, parse_hpa, predictive_min_replicas)
+from autoscaler.logic.hpa import (ShortTermBand, Stabilizer, floor_demand, hpa_target, interpolate_quantile,
+                                  level_ratio, parse_hpa, predictive_min_replicas)
 from autoscaler.logic.vpa import quantile_column
 from autoscaler.model.decisions import HpaDecision, Reason
-from autoscaler.model.views import ANNOTATION_USER_MIN, HpaView, WorkloadSeries
+from autoscaler.model.views import ANNOTATION_USER_MIN, HpaView, MalformedHpa, WorkloadSeries
 from autoscaler.settings import HpaSettings
 from predictor.durations import parse_duration
 from predictor.history import History

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from autoscaler.model.views import MalformedHpa
 from contracts.quantity import AbsurdScale, to_units
 
 
@@ -157,10 +158,6 @@ class ShortTermBand:
         if len(self.errors) < min_samples:
             return None
         return float(np.quantile(self.errors, q))
-
-
-class MalformedHpa(ValueError):
-    """The HPA cannot be served (no maxReplicas, min > max, no scaleTargetRef, unusable metrics)."""
 
 
 @dataclass

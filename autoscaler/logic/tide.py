@@ -17,6 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
+from autoscaler.model.tide_pool import PoolSplit
 from autoscaler.settings import TideSettings
 
 LEND, RETURN = "lend", "return"
@@ -61,15 +62,6 @@ def reserve_count(value: int | str | None, total: int) -> int:
     if n < 0:
         raise ValueError(f"reserve {value!r} is negative")
     return min(n, total)
-
-
-@dataclass(frozen=True)
-class PoolSplit:
-    """A pool's nodes by role, each list sorted by name."""
-
-    online: list[str]
-    offline: list[str]
-    tide: list[str]
 
 
 def split_pool(names: Sequence[str], reserve_online: int | str | None, reserve_offline: int | str | None,

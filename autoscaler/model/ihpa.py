@@ -13,10 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoscaler.logic.hpa import MalformedHpa
 from autoscaler.model.cluster import Obj, meta
 from autoscaler.model.decisions import HpaDecision
-from autoscaler.model.views import ObjectView, WorkloadKey
+from autoscaler.model.views import MalformedHpa, ObjectView, WorkloadKey
 
 KIND = "IntelligentHorizontalPodAutoscaler"
 AUTO = "Auto"  # Katalyst's scaleStrategy that changes replicas; anything else (Preview, unset) only reports

@@ -13,13 +13,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.logic.tide import PoolSplit
-
 Obj = dict[str, Any]
 Label = tuple[str, str]
 # a taint without an effect: NoSchedule. The drain itself goes through the Eviction API (which
 # honours PodDisruptionBudgets); NoExecute would let the taint manager evict without them
 DEFAULT_EFFECT = "NoSchedule"
+
+
+@dataclass(frozen=True)
+class PoolSplit:
+    """A pool's nodes by role, each list sorted by name (`logic/tide.split_pool` computes it)."""
+
+    online: list[str]
+    offline: list[str]
+    tide: list[str]
 
 
 def _label(spec: Obj, field: str) -> Label | None:

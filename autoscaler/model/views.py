@@ -84,6 +84,10 @@ class VpaView(ObjectView):
         return out
 
 
+class MalformedHpa(ValueError):
+    """The HPA cannot be served (no maxReplicas, min > max, no scaleTargetRef, unusable metrics)."""
+
+
 @dataclass(frozen=True)
 class HpaView(ObjectView):
     """A HorizontalPodAutoscaler (autoscaling/v2)."""

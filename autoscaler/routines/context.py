@@ -21,7 +21,7 @@ from autoscaler.output.sinks import DRY_RUN, NOT_FOUND, WRITTEN, WriteResult
 from contracts.node_forecast import NodeForecast
 from contracts.reclaim import ReclaimPlan
 from predictor.durations import parse_duration as _parse_duration
-from predictor.forecasting import ForecastRequest
+from predictor.pipeline.forecasting import ForecastRequest
 from predictor.history import History
 from predictor.types import Forecast
 

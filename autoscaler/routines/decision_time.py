@@ -2,7 +2,7 @@
 models, when present and fresh, replace the forecast a VPA or HPA decision reads; the day-ahead
 forecast stays the fallback, and the forecast's label (hence the reason) says which one was used.
 
-The quantiles come from `predictor.decision_forecast` — the walk and overlay that
+The quantiles come from `predictor.pipeline.decision` — the walk and overlay that
 `tidewise replay --decision-model` runs — with one `DecisionWalk` per (decision, series) kept
 between runs (the per-series calibration), so a serve started at a replay's first decision time
 computes the replay's numbers. VPA reads the peak of the next hour over the model's span and the
@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
 
 from autoscaler.settings import LoopSettings
-from predictor.decision_forecast import DecisionWalk, actual_from_history, hpa_span, overlay, raw_from_history
+from predictor.pipeline.decision import DecisionWalk, actual_from_history, hpa_span, overlay, raw_from_history
 from predictor.durations import parse_duration
 from predictor.history import History
 from predictor.models.decision_time import DecisionTimeGBM
 from predictor.types import Forecast
+
+if TYPE_CHECKING:
+    from predictor.registry import RegistryVersion
 
 log = logging.getLogger(__name__)
 CONTEXT = pd.Timedelta("9D")  # history a raw forecast reads (a week ago + a day of level); serve fetches 8d
@@ -121,20 +124,18 @@ class DecisionTimeServing:
 
     walks: dict[tuple[str, str], DecisionWalk] = field(default_factory=dict)
 
-    def views(self, registry: Any, loop: LoopSettings, hpa_startup: str, hpa_look: str,
+    def views(self, registry: RegistryVersion | None, loop: LoopSettings, hpa_startup: str, hpa_look: str,
               base: Mapping[str, Forecast], history: History, origin: pd.Timestamp, step: pd.Timedelta
               ) -> tuple[Mapping[str, Forecast] | None, Mapping[str, Forecast] | None]:
         """(what VPA decisions read, what HPA decisions read) this run: None (the day-ahead
         forecasts, as without this module) for a kind switched off (`loop.decision_time_vpa|hpa`)
         or when the registry holds no decision-time model, else a DecisionView."""
-        models = getattr(registry, "decision_models", None) or {}
-        errors = getattr(registry, "decision_errors", None) or {}
         enabled = {"vpa": loop.decision_time_vpa, "hpa": loop.decision_time_hpa}
-        if not any(enabled.values()) or not (models or errors):
+        if registry is None or not any(enabled.values()) or not (registry.decision_models or registry.decision_errors):
             self.walks.clear()
             return None, None
-        version = str(getattr(registry, "version", "adhoc"))
-        end = pd.Timestamp((getattr(registry, "manifest", None) or {}).get("data_window", {}).get("end", origin))
+        models, errors, version = registry.decision_models, registry.decision_errors, registry.version
+        end = pd.Timestamp(registry.manifest.get("data_window", {}).get("end", origin))
         age = origin - (end if end.tzinfo else end.tz_localize("UTC"))
         max_age = loop.decision_max_age
         out: list[DecisionView | None] = []

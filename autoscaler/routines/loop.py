@@ -16,7 +16,7 @@ import gc
 import logging
 import math
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
 
@@ -39,9 +39,12 @@ from autoscaler.routines.spd import SpdProfiles
 from autoscaler.routines.tide import TideStep
 from autoscaler.settings import ServeSettings
 from contracts.qos import QosReporter
-from predictor.forecasting import ForecastRequest, forecast_history
+from predictor.pipeline.forecasting import ForecastRequest, forecast_history
 from predictor.history import History
 from predictor.sources.base import HistorySource
+
+if TYPE_CHECKING:
+    from predictor.registry import RegistryVersion
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +59,8 @@ class ServingLoop:
 
     def __init__(self, settings: ServeSettings, source: HistorySource, cluster: ClusterReader, sink: Sink, *,
                  forecaster: Forecaster | None = None, registry_dir: str | None = None,
-                 registry_loader: Callable[[str], Any] | None = None,
-                 registry_forecaster: Callable[[Any, str], Forecaster] | None = None,
+                 registry_loader: Callable[[str], RegistryVersion] | None = None,
+                 registry_forecaster: Callable[[RegistryVersion, str], Forecaster] | None = None,
                  clock: Callable[[], pd.Timestamp] | None = None, metrics: RunMetrics | None = None,
                  evictor: Any = None):
         self.settings = settings
@@ -73,7 +76,7 @@ class ServingLoop:
             registry_loader, registry_forecaster = RegistryReader(settings.loop.registry_key_file), default_rf
         self.registry_loader = registry_loader
         self.registry_forecaster = registry_forecaster
-        self.registry: Any = None  # last good
+        self.registry: RegistryVersion | None = None  # last good
         self.registry_label = "none"
         self.clock = clock  # None: replay clock, now = end of the history + one step
         self.metrics = metrics
@@ -163,9 +166,9 @@ class ServingLoop:
         try:
             loaded = self.registry_loader(self.registry_dir)
             self.registry = loaded
-            self.registry_label = str(getattr(loaded, "version", None) or self.registry_dir)
+            self.registry_label = str(loaded.version or self.registry_dir)
             detail = f"loaded {self.registry_label}"
-            need = (getattr(loaded, "manifest", None) or {}).get("history_needed_seconds")
+            need = loaded.manifest.get("history_needed_seconds")
             window = parse_duration(self.settings.loop.history_window)
             if isinstance(need, int) and pd.Timedelta(seconds=need) > window:
                 # those series' forecasts fall back to a model the window feeds, and say so

@@ -18,7 +18,7 @@ import pandas as pd
 from predictor.durations import DAY
 from predictor.features.calendar import calendar_features
 from predictor.features.scale import level_and_scale
-from predictor.seasonality import autocorrelation
+from predictor.features.seasonality import autocorrelation
 from predictor.timestamps import median_step
 
 PROFILE_DAYS = 7  # same-time-of-day statistics over the last week: one of each weekday

@@ -27,8 +27,9 @@ class Forecaster(BaseEstimator):
 
     name: ClassVar[str] = "forecaster"
     # The span of history `fit` needs to work as designed. Training never chooses a model that
-    # needs more than serving fetches (predictor.selection.servable), and forecasting a series with
-    # less falls back to a model it can feed, saying so (predictor.forecasting).
+    # needs more than serving fetches (predictor.pipeline.selection.default_candidates), and
+    # forecasting a series with less falls back to a model it can feed, saying so
+    # (predictor.pipeline.fallback).
     min_history: ClassVar[str] = "2d"
 
     def history_needed(self) -> pd.Timedelta:

@@ -8,9 +8,8 @@ origin of a series in one pass. Two backends: scikit-learn's HistGradientBoostin
 default: no extra dependency, stored as `QuantileTrees`) and LightGBM ("lightgbm", optional; stored
 as its own text model format). Either way a fitted model is JSON + NumPy arrays, never a pickle.
 
-`AdaptiveConformal` calibrates the quantiles online, per series: each quantile carries an offset
-(in units of the series' scale) that grows after a miss and shrinks after a hit, so the running
-miss rate tracks 1 - q (Angelopoulos et al., "Conformal PID control", quantile tracking).
+The model gives raw quantiles; their online calibration per series is the pipeline's
+(`predictor.pipeline.calibration.AdaptiveConformal`, walked by `predictor.pipeline.decision`).
 """
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
 
-from predictor.features.decision import FEATURE_NAMES, decision_features, next_max, training_rows
+from predictor.features.decision import FEATURE_NAMES, decision_features, training_rows
 from predictor.models.base import NotFittedError, non_crossing
 from predictor.models.gbm import QuantileTrees, _threads
 
@@ -178,44 +177,3 @@ class DecisionTimeGBM(BaseEstimator):
         m.step_ = pd.Timedelta(seconds=int(meta["step_seconds"]))
         m.n_rows_, m.n_series_ = int(meta.get("n_rows", 0)), int(meta.get("n_series", 0))
         return m
-
-
-class AdaptiveConformal:
-    """Per-series online calibration of quantile forecasts: offset_j (in units of the series'
-    scale) moves by `rate` x (miss - (1 - q_j)) once each target is observed, so a quantile that
-    is missed more often than 1 - q widens and one that is never missed narrows. With rate 0.05 a
-    q0.9 forecast widens by 0.045 scales per miss and narrows by 0.005 per hit."""
-
-    def __init__(self, quantiles: Sequence[float], rate: float = 0.05, limit: float = 5.0):
-        self.quantiles = np.asarray(quantiles, dtype=float)
-        self.rate = rate
-        self.limit = limit  # offsets stay within +-limit scales: one outage must not blow the band up
-        self.offset = np.zeros(len(self.quantiles))
-
-    def update(self, forecast: np.ndarray, actual: float) -> None:
-        """Learn from one origin's calibrated forecast [len(quantiles)] and its observed target."""
-        if not np.isfinite(actual) or not np.all(np.isfinite(forecast)):
-            return
-        miss = (actual > forecast).astype(float)
-        self.offset = np.clip(self.offset + self.rate * (miss - (1 - self.quantiles)), -self.limit, self.limit)
-
-    def apply(self, forecast: np.ndarray, scale: float) -> np.ndarray:
-        return non_crossing((forecast + self.offset * scale)[None, :], self.quantiles)[0]
-
-
-def calibrated_series(model: DecisionTimeGBM, y: pd.Series, rate: float = 0.05,
-                      start: int = 0) -> np.ndarray:
-    """Calibrated quantiles at every origin of y (row i from y[:i] only): the model's forecast plus
-    the adaptive-conformal offset learnt from the origins whose target window ended before i."""
-    raw, scale = model.predict_series(y)
-    actual = next_max(y, int(model.span))
-    cal = AdaptiveConformal(model.quantiles, rate)
-    out = np.full_like(raw, np.nan)
-    span = int(model.span)
-    for i in range(start, len(y)):
-        j = i - span  # the latest origin whose target y[j .. j+span-1] is all before i
-        if j >= start and np.all(np.isfinite(out[j])):
-            cal.update(out[j], actual[j])
-        if np.all(np.isfinite(raw[i])):
-            out[i] = cal.apply(raw[i], scale[i])
-    return out

@@ -14,9 +14,10 @@ a clear `RegistryError`, and the serving loop keeps its last good version (`load
 lives in `predictor` (the `autoscaler` may not import `training`).
 
 The package reads, writes and verifies only; forecasting with a loaded version is
-`predictor.serving.forecast_version`. Modules: `manifest` (the chain of trust: digest, signature,
-checksums, the cheap re-check of a loaded version), `writing` (atomic writes, `latest`),
-`loading` (resolve, verify, parse, fall back to the last good version).
+`predictor.pipeline.serving.forecast_version` (the pipeline reads the registry, never the other way).
+Modules: `manifest` (the chain of trust: digest, signature, checksums, the cheap re-check of a loaded
+version), `writing` (atomic writes, `latest`), `loading` (resolve, verify, parse, fall back to the
+last good version).
 """
 from predictor.registry.loading import (RegistryVersion, check_unchanged, list_versions, load_last_good, load_recent,
                                         load_version, resolve)

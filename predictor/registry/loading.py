@@ -17,12 +17,13 @@ import numpy as np
 import pandas as pd
 
 from predictor.history import History, history_from_frame
-from predictor.models.choice import Choice, known_model
+from predictor.models import MODELS
 from predictor.models.gbm import GlobalGBM
 from predictor.models.decision_time import DecisionTimeGBM
 from predictor.registry.manifest import (DECISION_KINDS, DECISION_PREFIX, GLOBAL_ARRAYS, GLOBAL_META, LATEST,
                                          MANIFEST, PROFILES_FILE, RECENT_FILE, SERIES_FILE, RegistryError, Seal,
                                          check_sealed, verify_sealed)
+from predictor.types import ENSEMBLE, GLOBAL, Choice
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,11 @@ def check_unchanged(reg: RegistryVersion) -> None:
     (cheap: nothing is re-hashed or re-parsed)."""
     if reg.seal is not None:
         check_sealed(reg.path, reg.seal)
+
+
+def known_model(name: str) -> bool:
+    """Whether this tidewise can run a stored model name (a plain model, the global GBM or the ensemble)."""
+    return name in MODELS or name in (GLOBAL, ENSEMBLE)
 
 
 def _choice_of(key: str, entry: dict[str, Any], reg: RegistryVersion) -> Choice:

@@ -17,8 +17,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from predictor.decision_forecast import ActualAt, DecisionWalk, actual_from_history, overlay
-from predictor.decision_forecast import hpa_span as decision_hpa_span
+from predictor.pipeline.decision import ActualAt, DecisionWalk, actual_from_history, overlay
+from predictor.pipeline.decision import hpa_span as decision_hpa_span
 from predictor.models.decision_time import DecisionTimeGBM
 from predictor.types import Forecast
 from studies.replay.decisions import QUANTILES, STEP, DailyChoiceForecaster
@@ -42,7 +42,7 @@ CONTEXT = pd.Timedelta("9D")  # history one day's predictions read (a week ago +
 
 
 def hpa_span(startup: pd.Timedelta, look: pd.Timedelta = pd.Timedelta("5min")) -> int:
-    """Steps of the HPA target at the replay's step (`predictor.decision_forecast.hpa_span`)."""
+    """Steps of the HPA target at the replay's step (`predictor.pipeline.decision.hpa_span`)."""
     return decision_hpa_span(startup, look, STEP)
 
 
@@ -71,7 +71,7 @@ class DecisionTimeTrainer:
 @dataclass
 class DecisionTimeForecaster:
     """forecast(y, origin, horizon) -> Forecast of the next `span` steps' peak, calibrated online
-    (`predictor.decision_forecast`: the same walk and overlay as serve); `fallback` (the day-ahead
+    (`predictor.pipeline.decision`: the same walk and overlay as serve); `fallback` (the day-ahead
     forecaster) answers where the decision-time model cannot."""
 
     key: str

@@ -21,7 +21,7 @@ from autoscaler.logic.choice_by_cost import describe_choice
 from autoscaler.logic.vpa import apply_updater, limit_change, recommend_resource, vpa_default_request
 from autoscaler.settings import GuardrailSettings, HpaSettings, VpaSettings
 from predictor.durations import to_timedelta
-from predictor.forecasting import ForecastRequest, forecast_history
+from predictor.pipeline.forecasting import ForecastRequest, forecast_history
 from predictor.history import History
 from predictor.types import Forecast
 from studies.replay.choice import ReplayChooser

@@ -8,8 +8,8 @@ from autoscaler.logic.decide_hpa import HpaInputs, decide_hpa
 from autoscaler.logic.decide_node import NodeInputs, decide_node
 from autoscaler.logic.decide_vpa import VpaInputs, decide_vpa
 from autoscaler.logic.guardrails import limit_vpa_decision
-from autoscaler.logic.hpa import MalformedHpa, Stabilizer
-from autoscaler.model.views import HpaView, NodeView, PodView, VpaView, WorkloadSeries
+from autoscaler.logic.hpa import Stabilizer
+from autoscaler.model.views import HpaView, MalformedHpa, NodeView, PodView, VpaView, WorkloadSeries
 from autoscaler.settings import HpaSettings, ReclaimSettings, VpaSettings
 from predictor.history import History
 from predictor.types import Forecast

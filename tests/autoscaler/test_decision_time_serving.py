@@ -3,8 +3,6 @@ decisions when present and fresh, the day-ahead forecast is the fallback and the
 served, and serve computes exactly the replay's (`tidewise replay --decision-model`) quantiles."""
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -92,8 +90,8 @@ def test_stale_features_fall_back_for_that_series_only(small, models):
     cut[sid] = cut[sid][cut[sid].index < origin - pd.Timedelta("30min")]  # its last half hour is missing
     base = {k: DailyChoiceForecaster(k, model="seasonal_naive_daily").forecast(y, origin, pd.Timedelta("2h"))
             for k, y in cut.items()}
-    reg = SimpleNamespace(decision_models=models, decision_errors={}, version="v1",
-                          manifest={"data_window": {"end": hist.end.isoformat()}})
+    reg = registry.RegistryVersion("/models/v1", "v1", {"data_window": {"end": hist.end.isoformat()}}, {},
+                                   decision_models=models)
     vpa, _ = DecisionTimeServing().views(reg, BOTH, "2m", "1m", base, History(cut, STEP), origin, STEP)
     assert "features stale" in vpa[sid].model and vpa[sid].model.startswith(base[sid].model)
     np.testing.assert_array_equal(vpa[sid].values, base[sid].values)
@@ -113,8 +111,8 @@ def test_serve_computes_the_replay_quantiles(kind):
     fallback = DailyChoiceForecaster("s1", model="seasonal_naive_daily")
     replay = DecisionTimeForecaster("s1", trainer, fallback, tail_from_fallback=kind == "vpa")
     serve = DecisionTimeServing()
-    reg = SimpleNamespace(decision_models={kind: model}, decision_errors={}, version="v1",
-                          manifest={"data_window": {"end": y.index[-1].isoformat()}})
+    reg = registry.RegistryVersion("/models/v1", "v1", {"data_window": {"end": y.index[-1].isoformat()}}, {},
+                                   decision_models={kind: model})
     horizon = pd.Timedelta("3h")
     origins = pd.date_range(y.index[9 * 288 - 6], periods=30, freq=STEP)
     for origin in origins:

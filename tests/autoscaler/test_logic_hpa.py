@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autoscaler.logic.hpa import (MalformedHpa, ShortTermBand, Stabilizer, hpa_scores, hpa_target,
-                                  interpolate_quantile, parse_hpa, predictive_min_replicas, replicas_needed,
-                                  simulate_reactive_hpa)
+from autoscaler.logic.hpa import (ShortTermBand, Stabilizer, hpa_scores, hpa_target, interpolate_quantile, parse_hpa,
+                                  predictive_min_replicas, replicas_needed, simulate_reactive_hpa)
+from autoscaler.model.views import MalformedHpa
 
 STEP = pd.Timedelta("5min")
 

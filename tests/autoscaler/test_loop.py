@@ -16,8 +16,9 @@ from autoscaler.output.sinks import DRY_RUN, DryRunSink, FileSink
 from autoscaler.routines.loop import FROZEN, KILLED, OK, ServingLoop
 from autoscaler.settings import ServeSettings
 from predictor.errors import SourceError
-from predictor.forecasting import forecast_history
+from predictor.pipeline.forecasting import forecast_history
 from predictor.history import History
+from predictor.registry import RegistryVersion
 from predictor.types import Forecast
 from tests.autoscaler.conftest import fast_settings, StaticCluster, source_of, validate_object
 
@@ -228,9 +229,9 @@ def test_max_replicas_caps_the_floor(objects, history):
     assert not [c for c in rep.changes if c.kind == "HorizontalPodAutoscaler"]
 
 
-class Registry:
-    def __init__(self, version):
-        self.version = version
+def registry_version(version):
+    """A version as the registry loader returns it, holding nothing: these tests' forecasters ignore it."""
+    return RegistryVersion(path=f"/models/{version}", version=version, manifest={}, series={})
 
 
 def test_a_registry_failing_its_checksum_keeps_the_last_good_one(objects, history):
@@ -240,7 +241,7 @@ def test_a_registry_failing_its_checksum_keeps_the_last_good_one(objects, histor
     def loader(path):
         if state["tampered"]:
             raise ValueError(f"registry {path}: sha256 of model.joblib does not match the manifest")
-        return Registry("v1")
+        return registry_version("v1")
 
     def registry_forecaster(reg, path):
         def fc(hist, req):
@@ -418,7 +419,7 @@ def test_a_new_registry_version_drops_cached_forecasts(objects, history):
             return forecast_history(hist, req)
         return fc
 
-    loop = loop_for(objects, history, registry_dir="/models", registry_loader=lambda p: Registry(version["v"]),
+    loop = loop_for(objects, history, registry_dir="/models", registry_loader=lambda p: registry_version(version["v"]),
                     registry_forecaster=forecaster_for)
     loop.run_once()
     loop.run_once()

@@ -189,8 +189,8 @@ def test_a_loaded_version_rewritten_in_place_is_refused_on_use_even_with_its_tim
     modification time is set back is still caught (its change time moves), so serving refuses it."""
     import pandas as pd
 
-    from predictor.forecasting import ForecastRequest
-    from predictor.serving import forecast_version
+    from predictor.pipeline.forecasting import ForecastRequest
+    from predictor.pipeline.serving import forecast_version
 
     v = write(tmp_path, history, 0)
     reg = registry.load_version(str(tmp_path))

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autoscaler.logic.tide import (LEND, RETURN, PoolSplit, TideNode, nodes_needed, online_targets, plan_pool,
-                                   reserve_count, split_pool)
-from autoscaler.model.tide_pool import TidePool, node_patch
+from autoscaler.logic.tide import (LEND, RETURN, TideNode, nodes_needed, online_targets, plan_pool, reserve_count,
+                                   split_pool)
+from autoscaler.model.tide_pool import PoolSplit, TidePool, node_patch
 from autoscaler.settings import TideSettings
 from contracts.errors import InputError
 from tests.autoscaler.test_tide_serve import EVICT_OFF, EVICT_ON, GPU, OFF, ON, POOL, TIDE, node

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import predictor.forecasting as forecasting
-from predictor.forecasting import ForecastRequest, forecast_history, forecast_series, series_requests
+import predictor.pipeline.forecasting as forecasting
+from predictor.pipeline.forecasting import ForecastRequest, forecast_history, forecast_series, series_requests
 from predictor.history import History
 
 STEP = pd.Timedelta("5min")

@@ -1,12 +1,11 @@
-"""The decision-time path serve and replay share (predictor.decision_forecast): the walk reproduces
+"""The decision-time path serve and replay share (predictor.pipeline.decision): the walk reproduces
 the reference calibration, raw forecasts read only the past, the overlay keeps the day-ahead tail."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from predictor.decision_forecast import (DecisionWalk, actual_from_history, at_quantiles, hpa_span, overlay,
-                                         raw_from_history)
-from predictor.models.decision_time import calibrated_series
+from predictor.pipeline.decision import (DecisionWalk, actual_from_history, at_quantiles, calibrated_series, hpa_span,
+                                         overlay, raw_from_history)
 from predictor.types import Forecast
 from tests.predictor.test_decision_time import QS, STEP, fleet, small
 

@@ -6,9 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from predictor.forecasting import ForecastRequest, choose_baseline, forecast_from_choice, select_series
+from predictor.pipeline.fallback import choose_baseline
+from predictor.pipeline.forecasting import ForecastRequest, forecast_from_choice, select_series
 from predictor.models import MODELS
-from predictor.models.choice import Choice, history_needed
+from predictor.pipeline.choice import history_needed
+from predictor.types import Choice
 
 QS = (0.5, 0.9, 0.95, 0.99)
 SERVING = pd.Timedelta(days=8)

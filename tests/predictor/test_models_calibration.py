@@ -3,8 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from predictor.calibration import apply_shifts, conformal_shifts, coverage, pinball
-from predictor.selection import ENSEMBLE, SHIFT_WEIGHT, backtest, choose, cross_fitted, default_candidates
+from predictor.pipeline.calibration import apply_shifts, conformal_shifts, coverage, pinball
+from predictor.pipeline.selection import ENSEMBLE, SHIFT_WEIGHT, backtest, choose, cross_fitted, default_candidates
 
 QS = (0.5, 0.9, 0.95, 0.99)
 

@@ -92,7 +92,7 @@ def test_a_lightgbm_text_that_is_not_a_model_is_refused(fleet):
 
 def test_a_forecast_request_fits_the_global_model_with_its_global_params(monkeypatch, fleet):
     pytest.importorskip("lightgbm")
-    from predictor import forecasting
+    from predictor.pipeline import forecasting
     from predictor.history import History
 
     fitted = []

@@ -13,7 +13,7 @@ from predictor.errors import InputError
 from predictor.models.gbm import GlobalGBM, QuantileTrees
 from predictor.registry import RegistryError, load_last_good, load_version, read_key, write_version
 from predictor.registry import writing
-from predictor.serving import forecast_version, forecast_with_registry
+from predictor.pipeline.serving import forecast_version, forecast_with_registry
 
 QS = (0.5, 0.9, 0.95, 0.99)
 KEY = b"k" * 32
@@ -280,7 +280,7 @@ def test_latest_switch_is_atomic_rename(tmp_path, monkeypatch):
 
 
 def test_forecast_with_registry_uses_stored_choice(tmp_path):
-    from predictor.forecasting import ForecastRequest
+    from predictor.pipeline.forecasting import ForecastRequest
     from predictor.history import History
 
     y = _daily(4)
@@ -299,7 +299,7 @@ def test_forecast_with_registry_uses_stored_choice(tmp_path):
 
 
 def test_a_loaded_version_changed_on_disk_is_refused_on_use(tmp_path):
-    from predictor.forecasting import ForecastRequest
+    from predictor.pipeline.forecasting import ForecastRequest
     from predictor.history import History
 
     _write(tmp_path)
@@ -313,7 +313,7 @@ def test_a_loaded_version_changed_on_disk_is_refused_on_use(tmp_path):
 def test_workers_forecast_the_global_model_exactly_as_one_process(tmp_path, gm):
     """With jobs > 1 each worker runs the global model's batch for its own series: the numbers must
     not depend on how the fleet was split."""
-    from predictor.forecasting import ForecastRequest
+    from predictor.pipeline.forecasting import ForecastRequest
     from predictor.history import History
 
     keys = [f"ns/deployment/w{i}/c/cpu" for i in range(6)]

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 
 from predictor.durations import DAY, WEEK
-from predictor.seasonality import acf_at
+from predictor.features.seasonality import acf_at
 from predictor.sources.synthetic import generate_cluster
 
 

@@ -174,7 +174,7 @@ def test_every_forecast_is_made_from_values_strictly_before_its_origin(monkeypat
     rng = np.random.default_rng(0)
     y = pd.Series(100 + 20 * np.sin(np.arange(len(idx)) / 96 * 2 * np.pi) + rng.normal(0, 2, len(idx)), index=idx,
                   name="pool")
-    import predictor.forecasting as forecasting
+    import predictor.pipeline.forecasting as forecasting
 
     seen: list[tuple[pd.Timestamp, pd.Timestamp]] = []
     real = forecasting.forecast_series

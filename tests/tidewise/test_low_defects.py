@@ -137,7 +137,7 @@ def test_plain():
 
 def test_backtest_reasons_show_durations_plainly():
     from predictor.models import MODELS
-    from predictor.selection import Candidate, backtest
+    from predictor.pipeline.selection import Candidate, backtest
 
     idx = pd.date_range("2024-03-01", periods=3 * 288, freq="5min", tz="UTC")
     y = pd.Series(1 + np.sin(np.arange(len(idx)) / 40), index=idx)

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from predictor.forecasting import ForecastRequest
+from predictor.pipeline.forecasting import ForecastRequest
 from predictor.history import History
 from predictor.registry import load_version
-from predictor.serving import forecast_with_registry
+from predictor.pipeline.serving import forecast_with_registry
 from training.pipeline import TrainSettings, train
 
 from .conftest import FAST_GLOBAL, small_history

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from predictor.forecasting import ForecastRequest, forecast_history
+from predictor.pipeline.forecasting import ForecastRequest, forecast_history
 from predictor.registry import load_version
 from tests.conftest import run_cli
 from training.pipeline import TrainSettings, train

@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     from contracts.errors import InputError
     from predictor.durations import parse_duration
     from predictor.forecast_output import summary, write_forecasts
-    from predictor.forecasting import ForecastRequest, forecast_history
+    from predictor.pipeline.forecasting import ForecastRequest, forecast_history
     from predictor.history import load_history
     from predictor.models import MODELS
     from tidewise.paths import check_output_path, existing_registry, input_file
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _forecasts(args: argparse.Namespace, history, req) -> list:
     """On a Dask cluster (--dask-scheduler), from the registry, or fitted here on the input."""
-    from predictor.forecasting import forecast_history
+    from predictor.pipeline.forecasting import forecast_history
     from tidewise.progress import progress
 
     if getattr(args, "dask_scheduler", None):
@@ -178,7 +178,7 @@ def _forecasts(args: argparse.Namespace, history, req) -> list:
         return forecast_on_cluster(args, history, req)
     if args.registry:
         from predictor.registry import read_key
-        from predictor.serving import forecast_with_registry
+        from predictor.pipeline.serving import forecast_with_registry
 
         key = read_key(args.registry_key) if args.registry_key else None
         return forecast_with_registry(args.registry, history, req, key=key)

@@ -29,7 +29,7 @@ class StudySettings:
     policy: str = "all"
     sweeps: bool = True
     bursts: str = "calibrated"  # within-minute bursts: none | calibrated | high (bursts.py)
-    forecast_model: str = "auto"  # predictor.forecasting model name; auto = per-series selection
+    forecast_model: str = "auto"  # predictor.pipeline.forecasting model name; auto = per-series selection
     # node: forecast each node's online demand (node/<name>/cpu); service: forecast every trace and
     # sum the services' quantiles per node, as the serving loop sums pods' (quantiles do not add:
     # that holds back more CPU than the node's own quantile)

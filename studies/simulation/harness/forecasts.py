@@ -1,7 +1,7 @@
 """The rolling-origin forecast every study reads, made as the serving loop would: from the past only.
 
 At each origin, every series is forecast `steps` forecast steps ahead from its values strictly
-before the origin, through `predictor.forecasting` (auto model selection by default); each value
+before the origin, through `predictor.pipeline.forecasting` (auto model selection by default); each value
 (a forecast of the step's peak minute) holds for every minute of its step, and the quantiles are
 made exactly non-crossing. The colocation and rebalance studies forecast every series together
 at each simulated midnight (`forecast_series`: one `forecast_history` call per day, independent of
@@ -83,8 +83,8 @@ def rolling_origin(series: dict[str, pd.Series], origins: Sequence[pd.Timestamp]
     """series x origins x quantiles x minutes (`steps` forecast steps from each origin, per minute)
     and, per origin, the model used per series. `together`: every series in one `forecast_history`
     call per origin (auto mode fits the fleet's global GBM); else each alone, its gaps dropped."""
-    from predictor.forecasting import ForecastRequest, forecast_history
-    from predictor.forecasting import forecast_series as forecast_one
+    from predictor.pipeline.forecasting import ForecastRequest, forecast_history
+    from predictor.pipeline.forecasting import forecast_series as forecast_one
     from predictor.history import History
 
     names = list(series)

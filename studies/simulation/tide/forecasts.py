@@ -4,7 +4,7 @@ Every `every` minutes of simulated time (an hour by default: serve forecasts eve
 need for the next hours moves with the latest data), the pool's series of requested cores
 (`tide.model.history_requested`: 15-minute peaks) is forecast `horizon` ahead from the values
 strictly before that origin, by the harness's rolling-origin forecast (`harness.forecasts`: the
-series alone, through `predictor.forecasting.forecast_series`, auto selection by default). A
+series alone, through `predictor.pipeline.forecasting.forecast_series`, auto selection by default). A
 decision at minute t reads the latest forecast whose origin is at most t, so no decision sees data
 from its future (tested by changing the future and comparing).
 

@@ -12,7 +12,7 @@ given a daily-seasonal model, however it scored, and a weekly model needs a week
 gates them too: each model declares the history it needs (`Forecaster.history_needed`), and a
 model needing more than serving fetches (`max_history`) is never a candidate — serving could not
 feed it and would fall back to something else, every run.
-This lives in `predictor` (not `training`) because `tidewise forecast` without a registry trains on
+This lives in `predictor.pipeline` (not `training`) because `tidewise forecast` without a registry trains on
 its input; `training` runs the same code for the fleet and writes the result to the registry.
 """
 from __future__ import annotations
@@ -24,11 +24,11 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from predictor.calibration import apply_shifts, conformal_shifts, coverage, pinball
-from predictor.models.base import Forecaster
-from predictor.models.choice import ENSEMBLE, GLOBAL, Choice
 from predictor.durations import DAY, WEEK, format_duration
-from predictor.seasonality import SEASONAL_ACF, acf_at
+from predictor.features.seasonality import SEASONAL_ACF, acf_at
+from predictor.models import MODELS, Forecaster
+from predictor.pipeline.calibration import apply_shifts, conformal_shifts, coverage, pinball
+from predictor.types import ENSEMBLE, GLOBAL, Choice
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,6 @@ class Candidate:
 
 def default_candidates(max_history: pd.Timedelta | None = None) -> list[Candidate]:
     """The per-series candidates; with `max_history`, only those that this much history feeds."""
-    from predictor.models import MODELS
-
     cycles = {"seasonal_naive_daily": "day", "seasonal_naive_weekly": "week", "seasonal_median": "day",
               "stl": "day", "decaying_histogram": ""}
     out = [Candidate(name, MODELS[name], need, MODELS[name]().history_needed()) for name, need in cycles.items()]

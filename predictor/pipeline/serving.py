@@ -18,12 +18,11 @@ import pandas as pd
 
 from contracts.errors import InputError
 from predictor.durations import format_duration
-from predictor.forecasting import ForecastRequest, forecast_from_choice, series_requests
 from predictor.history import History
-from predictor.models.choice import Choice
 from predictor.models.gbm import GlobalGBM
+from predictor.pipeline.forecasting import ForecastRequest, forecast_from_choice, series_requests
 from predictor.registry import RegistryVersion, check_unchanged, load_version
-from predictor.types import Forecast
+from predictor.types import Choice, Forecast
 
 log = logging.getLogger(__name__)
 

@@ -1,26 +1,22 @@
-"""The stored per-series choice and the forecaster that runs it.
+"""Running a stored per-series choice: models by name, and the forecaster that runs a `Choice`.
 
-A `Choice` is what a backtest decided for one series (`predictor.selection.choose`) and what the
-registry stores for it: a model name, for the ensemble its members, and the conformal shifts.
-Two names are not plain models: `gbm_global` is the one GBM shared by the fleet (fitted once,
-loaded from the registry, often predicted for many series in one batch), and `ensemble` is the
-mean of its members. `ChoiceForecaster` is the one place that knows both, so that forecasting,
-serving and training run a choice the same way.
+A `Choice` (`predictor.types`) is what a backtest decided for one series
+(`predictor.pipeline.selection.choose`) and what the registry stores for it: a model name, for the
+ensemble its members, and the conformal shifts. Two names are not plain models: `gbm_global` is the
+one GBM shared by the fleet (fitted once, loaded from the registry, often predicted for many series
+in one batch), and `ensemble` is the mean of its members. `ChoiceForecaster` is the one place that
+knows both, so that forecasting, serving and training run a choice the same way.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
 from predictor.models import MODELS, Forecaster
 from predictor.models.gbm import GlobalGBM
-from predictor.types import finite_or_none
-
-GLOBAL = "gbm_global"
-ENSEMBLE = "ensemble"
+from predictor.types import ENSEMBLE, GLOBAL, Choice
 
 
 def make_model(name: str, quantiles: Sequence[float] | None = None) -> Forecaster:
@@ -31,11 +27,6 @@ def make_model(name: str, quantiles: Sequence[float] | None = None) -> Forecaste
     if quantiles is not None and "quantiles" in m.get_params():
         m.set_params(quantiles=tuple(float(q) for q in quantiles))
     return m
-
-
-def known_model(name: str) -> bool:
-    """Whether this tidewise can run a stored model name (a plain model, the global GBM or the ensemble)."""
-    return name in MODELS or name in (GLOBAL, ENSEMBLE)
 
 
 def history_needed(name: str, members: Sequence[str] = ()) -> pd.Timedelta:
@@ -65,57 +56,13 @@ def predict_from(model: Forecaster, y: pd.Series, step: pd.Timedelta, steps: int
     return model.forecast(y, lead + steps, quantiles)[lead:]
 
 
-@dataclass
-class Choice:
-    """The outcome of one series' backtest: the chosen model, its calibration and the scores."""
-
-    series: str
-    model: str
-    quantiles: tuple[float, ...]
-    shifts: list[float]
-    folds: int
-    acf_day: float
-    acf_week: float
-    scores: dict[str, dict] = field(default_factory=dict)  # model -> pinball per q, pinball_dq, coverage
-    skill: float | None = None  # chosen pinball@dq / reference pinball@dq (< 1 is better)
-    coverage: float | None = None  # cross-fitted coverage of the chosen model's decision quantile
-    scale: float = 1.0  # mean |y| before the first fold (scores are divided by it)
-    reason: str = ""
-    members: list[str] = field(default_factory=list)  # for the ensemble: the models averaged
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["quantiles"] = list(self.quantiles)
-        return finite_or_none(d)
-
-    @classmethod
-    def from_entry(cls, key: str, entry: Mapping[str, Any], quantiles: tuple[float, ...], reason: str) -> "Choice":
-        """The choice a registry stores for series `key` (ValueError when its shifts do not match
-        the quantiles); `reason` says where it came from."""
-        shifts = [float(v) for v in entry.get("shifts") or [0.0] * len(quantiles)]
-        if len(shifts) != len(quantiles):
-            raise ValueError(f"series {key}: {len(shifts)} quantile shifts for {len(quantiles)} quantiles")
-        return cls(key, entry["model"], quantiles, shifts, int(entry.get("folds", 0)),
-                   float(entry.get("acf_day") or np.nan), float(entry.get("acf_week") or np.nan), {},
-                   entry.get("skill"), entry.get("coverage"), float(entry.get("scale") or 1.0), reason,
-                   list(entry.get("members") or []))
-
-    def runs(self) -> list[str]:
-        """The models this choice runs: the ensemble's members, or the one model."""
-        return self.members or [self.model]
-
-    @property
-    def uses_global(self) -> bool:
-        return self.model == GLOBAL or GLOBAL in self.members
-
-
 class ChoiceForecaster:
     """Runs a stored choice on one series: a plain model fitted on the series, the shared global
     GBM (or its forecast already made in a batch), or the mean of the ensemble's members.
 
     Not a `Forecaster`: it forecasts from a given origin with a model fitted elsewhere (the
     global GBM), so it has no `fit` of its own. Values come out uncalibrated: the caller applies
-    the choice's conformal shifts (`predictor.calibration.apply_shifts`)."""
+    the choice's conformal shifts (`predictor.pipeline.calibration.apply_shifts`)."""
 
     def __init__(self, model: str, members: Sequence[str] = (), global_model: GlobalGBM | None = None):
         self.model = model

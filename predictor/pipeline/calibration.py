@@ -4,6 +4,11 @@ For each quantile q, the shift c_q is the q-quantile of (actual - forecast_q) ov
 folds (conformalised quantile regression, with the finite-sample rank ceil((n + 1) q)), so that
 forecast_q + c_q covers a share q of what happened. Shifts are per series and per quantile,
 constant over the horizon; after shifting, the columns are re-sorted so that they never cross.
+
+`AdaptiveConformal` calibrates the decision-time quantiles online, per series: each quantile
+carries an offset (in units of the series' scale) that grows after a miss and shrinks after a hit,
+so the running miss rate tracks 1 - q (Angelopoulos et al., "Conformal PID control", quantile
+tracking).
 """
 from __future__ import annotations
 
@@ -57,3 +62,26 @@ def pinball(actual: np.ndarray, forecast: np.ndarray, quantiles: Sequence[float]
         return np.full(len(qs), np.nan)
     d = a[ok, None] - f[ok]
     return np.mean(np.maximum(qs * d, (qs - 1) * d), axis=0)
+
+
+class AdaptiveConformal:
+    """Per-series online calibration of quantile forecasts: offset_j (in units of the series'
+    scale) moves by `rate` x (miss - (1 - q_j)) once each target is observed, so a quantile that
+    is missed more often than 1 - q widens and one that is never missed narrows. With rate 0.05 a
+    q0.9 forecast widens by 0.045 scales per miss and narrows by 0.005 per hit."""
+
+    def __init__(self, quantiles: Sequence[float], rate: float = 0.05, limit: float = 5.0):
+        self.quantiles = np.asarray(quantiles, dtype=float)
+        self.rate = rate
+        self.limit = limit  # offsets stay within +-limit scales: one outage must not blow the band up
+        self.offset = np.zeros(len(self.quantiles))
+
+    def update(self, forecast: np.ndarray, actual: float) -> None:
+        """Learn from one origin's calibrated forecast [len(quantiles)] and its observed target."""
+        if not np.isfinite(actual) or not np.all(np.isfinite(forecast)):
+            return
+        miss = (actual > forecast).astype(float)
+        self.offset = np.clip(self.offset + self.rate * (miss - (1 - self.quantiles)), -self.limit, self.limit)
+
+    def apply(self, forecast: np.ndarray, scale: float) -> np.ndarray:
+        return non_crossing((forecast + self.offset * scale)[None, :], self.quantiles)[0]

@@ -1,14 +1,15 @@
-"""Forecast many series: choose a model per series by backtest, calibrate, fit, predict.
+"""Forecast many series: choose a model per series by backtest, calibrate, fit, predict — the
+entry point of the forecasting pipeline (`predictor.pipeline`).
 
-`model="auto"` (the default) runs the rolling-origin backtest of `predictor.selection` on the
+`model="auto"` (the default) runs the rolling-origin backtest of `pipeline.selection` on the
 given history — cheap baselines, STL, and one global GBM shared by every series — keeps the
 eligible candidate with the lowest pinball loss at q0.95 for each series, and shifts its quantiles
 by the conformal correction learned on the backtest folds. A named model is fitted as is.
 
 Series are independent: a model that raises on one series falls back to the decaying histogram
 for that series alone, and a stored choice whose model needs more history than the series has
-(`Forecaster.history_needed`) falls back to the no-backtest default that the history does feed.
-Either way the forecast's `model` is the model that ran, and its notes say why.
+(`Forecaster.history_needed`) falls back to the no-backtest default that the history does feed
+(`pipeline.fallback`). Either way the forecast's `model` is the model that ran, and its notes say why.
 """
 from __future__ import annotations
 
@@ -19,16 +20,16 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from predictor.batched import batchable, forecast_seasonal_naive
-from predictor.calibration import apply_shifts
+from predictor.durations import DAY
 from predictor.history import History
-from predictor.models import MODELS, DecayingHistogram, Forecaster
-from predictor.models.choice import Choice, ChoiceForecaster, history_needed, make_model, predict_from
+from predictor.models import Forecaster
 from predictor.models.gbm import GlobalGBM
-from predictor.durations import DAY, WEEK
-from predictor.seasonality import SEASONAL_ACF, acf_at
-from predictor.selection import backtest, choose, default_candidates
-from predictor.types import Forecast
+from predictor.pipeline.batched import batchable, forecast_seasonal_naive
+from predictor.pipeline.calibration import apply_shifts
+from predictor.pipeline.choice import ChoiceForecaster, make_model, predict_from
+from predictor.pipeline.fallback import choose_baseline, fall_back, history_short
+from predictor.pipeline.selection import backtest, choose, default_candidates
+from predictor.types import Choice, Forecast
 
 log = logging.getLogger(__name__)
 
@@ -55,34 +56,12 @@ class ForecastRequest:
         return int(self.horizon / self.step)
 
 
-def choose_baseline(y: pd.Series, step: pd.Timedelta, max_history: pd.Timedelta | None = None) -> tuple[Forecaster, str]:
-    """The no-backtest default (too little history for a fold): weekly naive where the weekly
-    cycle is clearly stronger and three weeks exist (and `max_history`, what serving will feed it,
-    holds two weeks), daily naive where a daily cycle exists (ACF >= 0.3), else the decaying histogram."""
-    span = y.index[-1] - y.index[0]
-    day, week = acf_at(y, DAY, step), acf_at(y, WEEK, step)
-    weekly_fed = max_history is None or MODELS["seasonal_naive_weekly"]().history_needed() <= max_history
-    if weekly_fed and span >= 3 * WEEK and np.isfinite(week) and week >= SEASONAL_ACF and week > (day if np.isfinite(day) else 0) + 0.05:
-        return MODELS["seasonal_naive_weekly"](), f"weekly ACF {week:.2f} > daily ACF {day:.2f}"
-    if span >= 2 * DAY and np.isfinite(day) and day >= SEASONAL_ACF:
-        return MODELS["seasonal_naive_daily"](), f"daily ACF {day:.2f} >= {SEASONAL_ACF}"
-    return DecayingHistogram(), f"no daily cycle (ACF {day:.2f})" if np.isfinite(day) else "under 1.5 days of history"
-
-
 def _origin_of(y: pd.Series, req: ForecastRequest) -> pd.Timestamp:
     return req.origin if req.origin is not None else y.index[-1] + req.step
 
 
 def _predict_with(model: Forecaster, y: pd.Series, req: ForecastRequest, origin: pd.Timestamp) -> np.ndarray:
     return predict_from(model, y, req.step, req.steps, req.quantiles, origin)
-
-
-def _fallback(key: str, y: pd.Series, req: ForecastRequest, origin: pd.Timestamp, failed: str, exc: Exception,
-              notes: list[str]) -> tuple[np.ndarray, str]:
-    fallback = DecayingHistogram()
-    notes.append(f"{failed} failed ({exc}); fell back to {fallback.label}")
-    log.warning("series %s: %s failed (%s); using %s", key, failed, exc, fallback.label)
-    return _predict_with(fallback, y, req, origin), fallback.label
 
 
 def select_series(key: str, y: pd.Series, req: ForecastRequest, origin: pd.Timestamp,
@@ -116,7 +95,7 @@ def forecast_from_choice(key: str, y: pd.Series, req: ForecastRequest, choice: C
     origin = _origin_of(y, req)
     notes: list[str] = []
     if choice is not None:
-        short = _history_short(y, req.step, origin, choice)
+        short = history_short(y, req.step, origin, choice)
         if short:
             model, why = choose_baseline(y[y.index < origin], req.step)
             notes.append(f"{short}: fell back to {model.label} ({why})")
@@ -142,29 +121,11 @@ def forecast_from_choice(key: str, y: pd.Series, req: ForecastRequest, choice: C
         if shifts is not None and len(shifts) == len(req.quantiles):
             values = apply_shifts(values, shifts, req.quantiles)
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
-        values, label = _fallback(key, y, req, origin, name, exc, notes)
+        values, label = fall_back(key, y, req.step, req.steps, req.quantiles, origin, name, exc, notes)
     index = pd.date_range(origin, periods=req.steps, freq=req.step)
     score = None if choice is None or choice.skill is None else float(choice.skill)
     return Forecast(series=key, index=index, quantiles=tuple(req.quantiles), values=values, model=label,
                     version=version, backtest_score=score, notes=notes)
-
-
-def _history_short(y: pd.Series, step: pd.Timedelta, origin: pd.Timestamp, choice: Choice) -> str | None:
-    """Why `y` cannot feed the chosen model (None when it can): its span before the origin is
-    under the history the model declares it needs."""
-    try:
-        need = history_needed(choice.model, choice.members)
-    except ValueError:
-        return None  # an unknown name fails when it runs, and falls back there
-    past = y.index[y.index < origin]
-    span = past[-1] - past[0] + step if len(past) else pd.Timedelta(0)
-    if span >= need:
-        return None
-    return f"{choice.model} needs {_days(need)} of history, the series has {_days(span)}"
-
-
-def _days(span: pd.Timedelta) -> str:
-    return f"{span / DAY:.3g} days"
 
 
 def forecast_series(key: str, y: pd.Series, req: ForecastRequest) -> Forecast:
@@ -179,7 +140,7 @@ def forecast_series(key: str, y: pd.Series, req: ForecastRequest) -> Forecast:
         values = _predict_with(model, y, req, origin)
         label = model.label
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
-        values, label = _fallback(key, y, req, origin, req.model, exc, notes)
+        values, label = fall_back(key, y, req.step, req.steps, req.quantiles, origin, req.model, exc, notes)
     index = pd.date_range(origin, periods=req.steps, freq=req.step)
     return Forecast(series=key, index=index, quantiles=tuple(req.quantiles), values=values, model=label, notes=notes)
 

@@ -1,5 +1,5 @@
 """Decision-time forecasts as the decisions read them — the one code path of `tidewise serve` and
-`tidewise replay --decision-model` (issue 12, item 1).
+`tidewise replay --decision-model` (issue 12, item 1), in the forecasting pipeline.
 
 `DecisionWalk` carries one series' calibrated quantiles from origin to origin: the model's raw
 quantiles at each origin (made from the samples before it) plus the per-series adaptive-conformal
@@ -19,7 +19,8 @@ import pandas as pd
 
 from predictor.features.decision import decision_features, next_max
 from predictor.models.base import non_crossing
-from predictor.models.decision_time import AdaptiveConformal, DecisionTimeGBM
+from predictor.models.decision_time import DecisionTimeGBM
+from predictor.pipeline.calibration import AdaptiveConformal
 from predictor.types import Forecast
 
 RawAt = Callable[[pd.Timestamp], "tuple[np.ndarray, float] | None"]  # origin -> (raw quantiles, scale)
@@ -118,3 +119,21 @@ def overlay(key: str, q: np.ndarray, model_quantiles: Sequence[float], origin: p
         values[span: span + len(tail)] = tail
     idx = pd.date_range(origin, periods=steps, freq=step)
     return Forecast(key, idx, quantiles, values, label, version)
+
+
+def calibrated_series(model: DecisionTimeGBM, y: pd.Series, rate: float = 0.05,
+                      start: int = 0) -> np.ndarray:
+    """Calibrated quantiles at every origin of y (row i from y[:i] only): the model's forecast plus
+    the adaptive-conformal offset learnt from the origins whose target window ended before i."""
+    raw, scale = model.predict_series(y)
+    actual = next_max(y, int(model.span))
+    cal = AdaptiveConformal(model.quantiles, rate)
+    out = np.full_like(raw, np.nan)
+    span = int(model.span)
+    for i in range(start, len(y)):
+        j = i - span  # the latest origin whose target y[j .. j+span-1] is all before i
+        if j >= start and np.all(np.isfinite(out[j])):
+            cal.update(out[j], actual[j])
+        if np.all(np.isfinite(raw[i])):
+            out[i] = cal.apply(raw[i], scale[i])
+    return out
