@@ -152,6 +152,54 @@ def oversized(path):
                 yield f"{rel}:{node.lineno} {node.name}() of {length} lines"
 
 
+# issue 23, the serving package's layers: a cluster object's spec and status are read through the typed
+# views of autoscaler/model/ (`HpaView(hpa).bounds()`, `PodView(pod).phase`, ...); only the output layer's
+# writers index the patches they build and send. A dict literal {"spec": ...} or a store is no read.
+RAW_PARTS_MAY = tuple(os.path.join("autoscaler", *p) for p in (("model", ""), ("output", "objects.py"),
+                                                                ("output", "sinks.py")))
+
+
+def raw_part_reads(path):
+    """Lines that read `x["spec"]`/`x["status"]` or call `x.get|setdefault|pop("spec"|"status")`."""
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
+        key = node.slice if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) else None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args and \
+                node.func.attr in ("get", "setdefault", "pop"):
+            key = node.args[0]
+        if isinstance(key, ast.Constant) and key.value in ("spec", "status"):
+            yield node.lineno
+
+
+def test_raw_part_reads_finds_subscripts_and_gets_not_literals_or_stores(tmp_path):
+    (tmp_path / "m.py").write_text('a = o["spec"]\nb = o.get("status") or {}\nc = {"spec": a}\no["status"] = c\n')
+    assert list(raw_part_reads(str(tmp_path / "m.py"))) == [1, 2]
+
+
+def test_spec_and_status_are_read_only_through_the_typed_views():
+    bad = [f"{rel}:{line}" for path in python_files("autoscaler")
+           if not (rel := os.path.relpath(path, ROOT)).startswith(RAW_PARTS_MAY) for line in raw_part_reads(path)]
+    assert not bad, bad
+
+
+def test_serve_settings_are_defined_only_in_the_settings_package():
+    home = os.path.join("autoscaler", "settings") + os.sep
+    bad = [f"{rel}: class {n.name}" for path in python_files("autoscaler")
+           if not (rel := os.path.relpath(path, ROOT)).startswith(home)
+           for n in ast.walk(ast.parse(open(path, encoding="utf-8").read())) if isinstance(n, ast.ClassDef)
+           and n.name.endswith("Settings")]
+    assert not bad, bad
+
+
+def test_the_loaded_registry_is_read_by_its_attributes_not_getattr():
+    """`predictor.registry.RegistryVersion` is the type the loop holds: no duck typing of it."""
+    def named(n):
+        return n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else ""
+    bad = [f"{os.path.relpath(path, ROOT)}:{n.lineno}" for path in python_files("autoscaler")
+           for n in ast.walk(ast.parse(open(path, encoding="utf-8").read())) if isinstance(n, ast.Call)
+           and named(n.func) == "getattr" and n.args and named(n.args[0]) in ("registry", "loaded", "reg")]
+    assert not bad, bad
+
+
 def test_oversized_flags_a_long_function_and_a_long_module(tmp_path):
     long_function = "def f():\n" + "    x = 1\n" * MAX_FUNCTION_LINES
     path = tmp_path / "long.py"

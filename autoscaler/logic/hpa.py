@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from autoscaler.model.views import MalformedHpa
+from autoscaler.model.views import HpaView, MalformedHpa
 from contracts.quantity import AbsurdScale, to_units
 
 
@@ -171,21 +171,7 @@ class HpaTarget:
 
 def parse_hpa(hpa: dict[str, Any]) -> tuple[str, str, int, int]:
     """(target kind, target name, minReplicas, maxReplicas) of an autoscaling/v2 HPA, or MalformedHpa."""
-    spec = hpa.get("spec")
-    if not isinstance(spec, dict):
-        raise MalformedHpa("no spec")
-    ref = spec.get("scaleTargetRef") or {}
-    if not ref.get("kind") or not ref.get("name"):
-        raise MalformedHpa("spec.scaleTargetRef needs kind and name")
-    mx = spec.get("maxReplicas")
-    if not isinstance(mx, int) or isinstance(mx, bool) or mx < 1:
-        raise MalformedHpa(f"spec.maxReplicas {mx!r} is not a positive integer")
-    mn = spec.get("minReplicas", 1)
-    if not isinstance(mn, int) or isinstance(mn, bool) or mn < 1:
-        raise MalformedHpa(f"spec.minReplicas {mn!r} is not a positive integer")
-    if mn > mx:
-        raise MalformedHpa(f"spec.minReplicas {mn} > maxReplicas {mx}")
-    return ref["kind"], ref["name"], mn, mx
+    return HpaView(hpa).bounds()
 
 
 def hpa_target(hpa: dict[str, Any], pod_requests: dict[str, int], default_utilization: float) -> HpaTarget:
@@ -193,7 +179,7 @@ def hpa_target(hpa: dict[str, Any], pod_requests: dict[str, int], default_utiliz
 
     Utilization U% of a pod request R -> U/100 x R per replica; AverageValue V -> V per replica.
     `pod_requests` is the pod's total request per resource, in units."""
-    metrics = (hpa.get("spec") or {}).get("metrics") or [
+    metrics = HpaView(hpa).metrics() or [
         {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization",
                                                                     "averageUtilization": int(default_utilization * 100)}}}]
     for m in metrics:

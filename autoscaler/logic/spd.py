@@ -15,22 +15,20 @@ a week): the same object all day, so an SPD is rewritten about once a day, not o
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
-from autoscaler.settings import SpdSettings
 from autoscaler.model.cluster import Obj, meta
+from autoscaler.model.spd import INDICATOR, SCOPE_PREFIX
+from autoscaler.settings import SpdSettings
 from contracts.quantity import format_units, usage_to_units
 from predictor.durations import DAY, WEEK
 from predictor.profile import build_profile
 
 SPD_API_VERSION = "workload.katalyst.kubewharf.io/v1alpha1"
-INDICATOR = "TidewiseProfile"  # Katalyst names an extended indicator X and its object XIndicators
-SCOPE_PREFIX = "tidewise.io/"
 HOUR = pd.Timedelta(hours=1)
 
 
@@ -141,41 +139,6 @@ def desired_spd(inp: ProfileInputs, s: SpdSettings) -> Obj:
             "metadata": {"name": inp.name, "namespace": inp.namespace,
                          "labels": {"app.kubernetes.io/managed-by": "tidewise"}},
             "spec": spec, "status": {"aggMetrics": agg_metrics(inp, s)}}
-
-
-def targets(spd: Obj, namespace: str, kind: str, name: str) -> bool:
-    """The SPD's targetRef names this workload."""
-    ref = (spd.get("spec") or {}).get("targetRef") or {}
-    return meta(spd).get("namespace") == namespace and ref.get("kind") == kind and ref.get("name") == name
-
-
-def _ours(entries: Any, key: str, mine: Any) -> tuple[list[Any], list[Any]]:
-    """(entries Tidewise wrote, the others) of a list of dicts, by `mine(entry[key])`."""
-    items = entries if isinstance(entries, list) else []
-    is_ours = [isinstance(e, dict) and mine(str(e.get(key, ""))) for e in items]
-    return [e for e, o in zip(items, is_ours) if o], [e for e, o in zip(items, is_ours) if not o]
-
-
-def owned_part(spd: Obj) -> Any:
-    """What of an SPD Tidewise writes: compared with the cluster on every read (drift), and with
-    the desired SPD before any write."""
-    spec, status = spd.get("spec") or {}, spd.get("status") or {}
-    return [spec.get("targetRef"),
-            _ours(spec.get("extendedIndicator"), "name", lambda n: n == INDICATOR)[0],
-            _ours(status.get("aggMetrics"), "scope", lambda sc: sc.startswith(SCOPE_PREFIX))[0]]
-
-
-def merged(existing: Obj, desired: Obj) -> Obj:
-    """`existing` with Tidewise's parts replaced by `desired`'s; everything else kept as it is."""
-    obj = copy.deepcopy(existing)
-    spec, status = obj.setdefault("spec", {}), obj.get("status") or {}
-    spec["targetRef"] = desired["spec"]["targetRef"]
-    spec["extendedIndicator"] = _ours(spec.get("extendedIndicator"), "name", lambda n: n == INDICATOR)[1] \
-        + desired["spec"]["extendedIndicator"]
-    status["aggMetrics"] = _ours(status.get("aggMetrics"), "scope", lambda sc: sc.startswith(SCOPE_PREFIX))[1] \
-        + desired["status"]["aggMetrics"]
-    obj["status"] = status
-    return obj
 
 
 def _iso(ts: pd.Timestamp) -> str:

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from autoscaler.model.decisions import Reason, ResourceRecommendation
+from autoscaler.model.views import VpaView
 from autoscaler.settings import VpaSettings
 from contracts.quantity import to_units, usage_to_units
 from predictor.decaying_histogram import cdf_quantiles, decaying_cdf
@@ -67,7 +68,7 @@ class ContainerPolicy:
 
 def container_policy(vpa: dict[str, Any], container: str) -> ContainerPolicy:
     """The matching containerPolicies entry (exact name first, then `*`); ValueError when malformed."""
-    policies = (((vpa.get("spec") or {}).get("resourcePolicy") or {}).get("containerPolicies")) or []
+    policies = VpaView(vpa).container_policies()
     chosen = next((p for p in policies if p.get("containerName") == container), None) \
         or next((p for p in policies if p.get("containerName") == "*"), None)
     if not chosen:

@@ -60,6 +60,14 @@ class IhpaView(ObjectView):
         spec = self.obj.get("spec")
         return str((spec.get("scaleStrategy") if isinstance(spec, dict) else None) or "Preview")
 
+    def time_bounds(self) -> Any:
+        """spec.timeBounds as written (None when absent)."""
+        return self.spec.get("timeBounds")
+
+    def desired_replicas(self) -> Any:
+        """status.desiredReplicas as written (None when absent)."""
+        return self.status.get("desiredReplicas")
+
     def workload_key(self) -> WorkloadKey | None:
         """The workload the template scales (None: no usable scaleTargetRef; the decision says why)."""
         try:

@@ -112,14 +112,14 @@ class TidePool:
         want = self.online_taint if lent else self.offline_taint
         return kept + ([dict(want)] if want is not None else [])
 
-    def status_body(self, split: PoolSplit) -> Obj | None:
-        """The status merge patch for `split`, None when the status already says it."""
+    def wanted_status(self, split: PoolSplit) -> Obj | None:
+        """The status `split` needs (its merge patch is {"status": it}), None when the status already says it."""
         want = {"reserveNodes": {"onlineNodes": split.online, "offlineNodes": split.offline},
                 "tideNodes": {"nodes": split.tide}}
         have = {"reserveNodes": {"onlineNodes": list((self.status.get("reserveNodes") or {}).get("onlineNodes") or []),
                                  "offlineNodes": list((self.status.get("reserveNodes") or {}).get("offlineNodes") or [])},
                 "tideNodes": {"nodes": list((self.status.get("tideNodes") or {}).get("nodes") or [])}}
-        return None if want == have else {"status": want}
+        return None if want == have else want
 
 
 def node_patch(node: Obj, pool: TidePool, role: str, lent: bool, annotations: dict[str, str] | None = None) -> Obj | None:

@@ -46,6 +46,21 @@ class ObjectView:
     def annotations(self) -> Mapping[str, str] | None:
         return meta(self.obj).get("annotations")
 
+    @property
+    def spec(self) -> Obj:
+        """The object's spec ({} when it has none, or one that is not a mapping)."""
+        return _part(self.obj, "spec")
+
+    @property
+    def status(self) -> Obj:
+        """The object's status ({} when it has none, or one that is not a mapping)."""
+        return _part(self.obj, "status")
+
+
+def _part(obj: Obj, name: str) -> Obj:
+    part = obj.get(name)
+    return part if isinstance(part, dict) else {}
+
 
 @dataclass(frozen=True)
 class VpaView(ObjectView):
@@ -69,6 +84,15 @@ class VpaView(ObjectView):
     def workload_key(self) -> WorkloadKey | None:
         """The workload whose series the forecast step must cover (None: no usable targetRef)."""
         return _ref_key(self.namespace, (self.obj.get("spec") or {}).get("targetRef"))
+
+    def container_policies(self) -> list[Any]:
+        """spec.resourcePolicy.containerPolicies ([] when there are none)."""
+        return (self.spec.get("resourcePolicy") or {}).get("containerPolicies") or []
+
+    def container_recommendations(self) -> Any:
+        """status.recommendation.containerRecommendations as written (None when there is none)."""
+        rec = self.status.get("recommendation")
+        return rec.get("containerRecommendations") if isinstance(rec, dict) else None
 
     def published(self) -> dict[tuple[str, str], int]:
         """(container, resource) -> target its status.recommendation shows, in units (unparsable
@@ -100,6 +124,33 @@ class HpaView(ObjectView):
         spec = self.obj.get("spec")
         return _ref_key(self.namespace, spec.get("scaleTargetRef") if isinstance(spec, dict) else None)
 
+    def bounds(self) -> tuple[str, str, int, int]:
+        """(target kind, target name, minReplicas, maxReplicas) of its spec, or MalformedHpa."""
+        spec = self.obj.get("spec")
+        if not isinstance(spec, dict):
+            raise MalformedHpa("no spec")
+        ref = spec.get("scaleTargetRef") or {}
+        if not ref.get("kind") or not ref.get("name"):
+            raise MalformedHpa("spec.scaleTargetRef needs kind and name")
+        mx = spec.get("maxReplicas")
+        if not isinstance(mx, int) or isinstance(mx, bool) or mx < 1:
+            raise MalformedHpa(f"spec.maxReplicas {mx!r} is not a positive integer")
+        mn = spec.get("minReplicas", 1)
+        if not isinstance(mn, int) or isinstance(mn, bool) or mn < 1:
+            raise MalformedHpa(f"spec.minReplicas {mn!r} is not a positive integer")
+        if mn > mx:
+            raise MalformedHpa(f"spec.minReplicas {mn} > maxReplicas {mx}")
+        return ref["kind"], ref["name"], mn, mx
+
+    def metrics(self) -> list[Any]:
+        """spec.metrics ([] when absent: the caller applies its default target)."""
+        return self.spec.get("metrics") or []
+
+    def written_min_replicas(self) -> Any:
+        """spec.minReplicas as the cluster holds it (1, the API's default, when unset; None without a spec)."""
+        spec = self.obj.get("spec")
+        return spec.get("minReplicas", 1) if isinstance(spec, dict) else None
+
 
 @dataclass(frozen=True)
 class PodView(ObjectView):
@@ -110,6 +161,20 @@ class PodView(ObjectView):
         """namespace/name as written (for notes)."""
         m = meta(self.obj)
         return f"{m.get('namespace')}/{m.get('name')}"
+
+    @property
+    def node_name(self) -> str | None:
+        """spec.nodeName: where it was scheduled (None while pending)."""
+        return self.spec.get("nodeName")
+
+    @property
+    def phase(self) -> str | None:
+        """status.phase (Pending, Running, Succeeded, Failed, Unknown)."""
+        return self.status.get("phase")
+
+    @property
+    def priority_class(self) -> str:
+        return str(self.spec.get("priorityClassName", ""))
 
     def qos(self, annotation: str) -> str:
         """The Katalyst QoS level as every component reads it (`contracts.qos.parse_qos`: padded or
@@ -137,12 +202,35 @@ class NodeView(ObjectView):
             raise ValueError("status.allocatable has no cpu or memory")
         return to_units("cpu", alloc["cpu"]), to_units("memory", alloc["memory"])
 
+    def accepts_pods(self) -> bool:
+        """Whether new pods may land there: not cordoned, no NoSchedule/NoExecute taint."""
+        spec = self.spec
+        return not spec.get("unschedulable") and not any(
+            t.get("effect") in ("NoSchedule", "NoExecute") for t in spec.get("taints") or [] if isinstance(t, dict))
+
+    def allocatable_written(self) -> dict[str, Any]:
+        """status.allocatable as the cluster holds it ({} when absent)."""
+        alloc = self.status.get("allocatable")
+        return alloc if isinstance(alloc, dict) else {}
+
     def numa_nodes(self, annotation: str) -> int:
         """NUMA node count from the annotation; 0 when unknown or not an integer."""
         try:
             return int((self.annotations or {}).get(annotation))  # type: ignore[arg-type]
         except (TypeError, ValueError):
             return 0
+
+
+@dataclass(frozen=True)
+class PdbView(ObjectView):
+    """A PodDisruptionBudget: the disruptions it allows now and the pods it covers."""
+
+    def disruptions_allowed(self) -> int:
+        return int(self.status.get("disruptionsAllowed", 0) or 0)
+
+    def selector(self) -> Any:
+        """spec.selector as written (a label selector; None when absent)."""
+        return self.spec.get("selector")
 
 
 def report_qos(pods: list[Obj], reporter: QosReporter, annotation: str = QOS_ANNOTATION) -> int:

@@ -13,8 +13,10 @@ import collections
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
+from autoscaler.model.cluster import Obj
+from autoscaler.model.views import PodView
 from contracts.kube_errors import KubeError, NotFound, TooManyRequests
 from contracts.eviction_markers import OPT_OUT, annotation_refusal, storage_refusal
 from contracts.qos import QOS_ANNOTATION, QosLevel, qos_level
@@ -26,15 +28,15 @@ __all__ = ["OPT_OUT", "Evictor", "Move", "Outcome", "movable"]  # OPT_OUT: "fals
 MIRROR = "kubernetes.io/config.mirror"
 
 
-def movable(pod: Mapping[str, Any], local_storage: str = "never") -> str | None:
+def movable(pod: Obj, local_storage: str = "never") -> str | None:
     """None when `pod` may be moved, else why not (one short phrase, for the reason). The pods every
     node runs (system, static, DaemonSet, finished) are named before the markers, so that tide can
     tell them from the online pods that keep a node from being lent; `local_storage` is one of
     `contracts.eviction_markers.LOCAL_STORAGE_RULES`."""
     md = pod.get("metadata") or {}
     annotations = md.get("annotations") or {}
-    spec = pod.get("spec") or {}
-    if md.get("namespace") in SYSTEM_NAMESPACES or str(spec.get("priorityClassName", "")).startswith("system-"):
+    view = PodView(pod)
+    if md.get("namespace") in SYSTEM_NAMESPACES or view.priority_class.startswith("system-"):
         return "system pod"
     level = qos_level(annotations, QOS_ANNOTATION)
     if level in (QosLevel.SYSTEM, QosLevel.DEDICATED):
@@ -46,7 +48,7 @@ def movable(pod: Mapping[str, Any], local_storage: str = "never") -> str | None:
         return "no controller would recreate it"
     if owners[0].get("kind") == "DaemonSet":
         return "DaemonSet pod"
-    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+    if view.phase in ("Succeeded", "Failed"):
         return "already finished"
     return annotation_refusal(annotations) or storage_refusal(pod, local_storage)
 

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import yaml
 
 from autoscaler.kube import Kube
+from autoscaler.model.views import HpaView
 from autoscaler.output.objects import Change
 from contracts.errors import InputError
 from contracts.kube_errors import Conflict, Forbidden, KubeError, NotFound, TooManyRequests
@@ -107,9 +108,8 @@ def reasons_json(reasons: dict[str, Any]) -> str:
 def rebase_hpa(change: Change, fresh: dict[str, Any]) -> Change:
     """The HPA patch again, against the object as it is now: fresh resourceVersion, and the floor
     clamped to a maxReplicas that may have been lowered meanwhile."""
-    spec = fresh.get("spec") or {}
     patch = copy.deepcopy(change.patch)
-    mx = spec.get("maxReplicas")
+    mx = HpaView(fresh).spec.get("maxReplicas")
     if isinstance(mx, int) and patch["spec"]["minReplicas"] > mx:
         patch["spec"]["minReplicas"] = mx
     patch["metadata"]["resourceVersion"] = (fresh.get("metadata") or {}).get("resourceVersion")

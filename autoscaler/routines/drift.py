@@ -13,9 +13,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoscaler.logic.spd import owned_part
 from autoscaler.model.cluster import ClusterState, Obj, meta
 from autoscaler.model.decisions import VpaDecision
+from autoscaler.model.ihpa import IhpaView
+from autoscaler.model.spd import SpdView
+from autoscaler.model.views import HpaView, NodeView, VpaView
 from autoscaler.output.objects import Change
 from autoscaler.settings import ReclaimSettings
 from contracts.reclaim import ReclaimPlan
@@ -34,20 +36,14 @@ KATALYST_OBSERVED = ("ServiceProfileDescriptor", "IntelligentHorizontalPodAutosc
 def observed_part(kind: str, obj: Obj, reclaim: ReclaimSettings) -> Any:
     """What the cluster shows of the part of `obj` the loop writes (compared by equality)."""
     if kind == "VerticalPodAutoscaler":
-        status = obj.get("status")
-        rec = status.get("recommendation") if isinstance(status, dict) else None
-        return rec.get("containerRecommendations") if isinstance(rec, dict) else None
+        return VpaView(obj).container_recommendations()
     if kind == "HorizontalPodAutoscaler":
-        spec = obj.get("spec")
-        return spec.get("minReplicas", 1) if isinstance(spec, dict) else None
+        return HpaView(obj).written_min_replicas()
     if kind == "ServiceProfileDescriptor":
-        return owned_part(obj)
+        return SpdView(obj).owned_part()
     if kind == "IntelligentHorizontalPodAutoscaler":
-        status = obj.get("status")
-        return status.get("desiredReplicas") if isinstance(status, dict) else None
-    status = obj.get("status")
-    alloc = status.get("allocatable") if isinstance(status, dict) else None
-    alloc = alloc if isinstance(alloc, dict) else {}
+        return IhpaView(obj).desired_replicas()
+    alloc = NodeView(obj).allocatable_written()
     return [alloc.get(reclaim.millicpu_name), alloc.get(reclaim.memory_name)]
 
 

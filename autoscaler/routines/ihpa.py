@@ -58,7 +58,7 @@ def decide_ihpa(rec: "Recommender", view: IhpaView, ctx: RunContext) -> IhpaDeci
     requests = pod_template_requests(wl)
     out = decide_hpa(HpaInputs(hpa, requests, ctx.index.get((view.namespace, kind, target)), forecasts, made,
                                ctx.history, ctx.origin, ctx.now, rec.step), rec.settings.hpa, stab)
-    if (view.obj.get("spec") or {}).get("timeBounds"):
+    if view.time_bounds():
         # said, not silently ignored; the HPA an IHPA owns is decided within its own min/max as the cluster holds them
         out.decision.reason.steps.append("spec.timeBounds not applied here: the template's min/maxReplicas bound it")
     replicas = ctx.state.replicas(view.namespace, kind, target)
@@ -79,7 +79,7 @@ def ihpa_change(ihpa: Obj, d: IhpaDecision) -> Change | None:
     """The IHPA with its new status; None when the status already says the same."""
     status: dict[str, Any] = {"desiredReplicas": d.hpa.min_replicas, "currentReplicas": d.current_replicas,
                               "currentMetrics": d.current_metrics}
-    old: dict[str, Any] = ihpa["status"] if isinstance(ihpa.get("status"), dict) else {}
+    old = IhpaView(ihpa).status
     if all(old.get(k) == v for k, v in status.items()):
         return None
     m = meta(ihpa)

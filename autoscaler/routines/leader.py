@@ -13,6 +13,7 @@ import time
 from typing import Any, Callable
 
 from autoscaler.kube import Kube
+from autoscaler.model.views import ObjectView
 from contracts.kube_errors import Conflict, KubeError, NotFound
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class LeaderElector:
             except NotFound:
                 self.kube.create_lease(self.namespace, self._body(now, now, 0, None))
                 return self._set(True, "created the lease")
-            spec = lease.get("spec") or {}
+            spec = ObjectView(lease).spec
             rv = (lease.get("metadata") or {}).get("resourceVersion")
             holder = spec.get("holderIdentity")
             renewed = _parse(spec.get("renewTime")) or 0.0

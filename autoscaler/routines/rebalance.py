@@ -19,7 +19,7 @@ from autoscaler.logic.decide_node import workload_pod_demand
 from autoscaler.logic.decide_vpa import steps_in
 from autoscaler.logic.rebalance import Candidate, NodeLoad, RebalancePlan, plan_rebalance
 from autoscaler.model.cluster import ClusterState, Obj, meta
-from autoscaler.model.views import NodeView, PodView, WorkloadSeries
+from autoscaler.model.views import NodeView, PdbView, PodView, WorkloadSeries
 from autoscaler.output.eviction import Evictor, Move, Outcome, movable
 from autoscaler.routines.changes import not_selected
 from autoscaler.routines.context import KILLED, RunContext, RunReport
@@ -63,9 +63,9 @@ def budgets_of(state: ClusterState) -> tuple[dict[str, int], list[tuple[str, str
     for pdb in state.others.get(PDB_KIND, []):
         m = meta(pdb)
         key = f"{m.get('namespace')}/{m.get('name')}"
-        status = pdb.get("status") or {}
-        allowed[key] = int(status.get("disruptionsAllowed", 0) or 0)
-        selectors.append((str(m.get("namespace")), key, (pdb.get("spec") or {}).get("selector")))
+        view = PdbView(pdb)
+        allowed[key] = view.disruptions_allowed()
+        selectors.append((str(m.get("namespace")), key, view.selector()))
     return allowed, selectors
 
 
@@ -75,13 +75,6 @@ def _budget(pod: Obj, allowed: Mapping[str, int], selectors: list[tuple[str, str
     hits = [key for ns, key, sel in selectors
             if ns == m.get("namespace") and _selects(sel, m.get("labels") or {})]
     return min(hits, key=lambda k: (allowed.get(k, 0), k)) if hits else None
-
-
-def _accepts(node: Obj) -> bool:
-    """Whether new pods may land there: not cordoned, no NoSchedule/NoExecute taint."""
-    spec = node.get("spec") or {}
-    return not spec.get("unschedulable") and not any(
-        t.get("effect") in ("NoSchedule", "NoExecute") for t in spec.get("taints") or [] if isinstance(t, dict))
 
 
 def current_pod_usage(series: WorkloadSeries | None, history: History, replicas: int) -> tuple[float, float]:
@@ -118,7 +111,7 @@ def node_loads(ctx: RunContext, settings: RebalanceSettings, steps: int, rep: Ru
             rep.skipped[f"Node/{view.name} (rebalance)"] = str(exc)
             continue
         pods = [_candidate(p, ctx, settings, steps, allowed, selectors) for p in pods_on.get(view.name, [])]
-        out.append(NodeLoad(view.name, cpu_m / 1000.0, float(mem), pods, _accepts(node)))
+        out.append(NodeLoad(view.name, cpu_m / 1000.0, float(mem), pods, view.accepts_pods()))
     return out
 
 

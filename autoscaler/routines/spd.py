@@ -16,8 +16,9 @@ from typing import Any
 import pandas as pd
 
 from autoscaler.settings import SpdSettings
-from autoscaler.logic.spd import ProfileInputs, desired_spd, merged, opted_in, owned_part, period_start, targets
+from autoscaler.logic.spd import ProfileInputs, desired_spd, opted_in, period_start
 from autoscaler.model.cluster import ClusterState, Obj, meta
+from autoscaler.model.spd import SpdView
 from autoscaler.model.views import WorkloadKey
 from autoscaler.output.objects import Change
 from autoscaler.routines.context import RunContext, RunReport, parse_duration
@@ -32,7 +33,7 @@ def existing_spd(state: ClusterState, key: WorkloadKey) -> Obj | None:
     of its name (whose targetRef the caller checks)."""
     ns, kind, name = key
     spds = [o for o in state.others.get(KIND, []) if meta(o).get("namespace", "default") == ns]
-    return next((o for o in spds if targets(o, ns, kind, name)), None) or \
+    return next((o for o in spds if SpdView(o).targets(ns, kind, name)), None) or \
         next((o for o in spds if meta(o).get("name") == name), None)
 
 
@@ -61,9 +62,9 @@ class SpdProfiles:
                 rep.skipped[label] = str(exc)
                 continue
             have = existing_spd(ctx.state, key)
-            if have is not None and not targets(have, *key):
+            if have is not None and not SpdView(have).targets(*key):
                 rep.skipped[label] = (f"the SPD {key[0]}/{meta(have).get('name')} targets "
-                                      f"{(have.get('spec') or {}).get('targetRef')}, not {key[1]}/{key[2]}: left alone")
+                                      f"{SpdView(have).target_ref()}, not {key[1]}/{key[2]}: left alone")
                 continue
             rep.spd.append((desired, have))
         return f", {len(rep.spd)} SPD"
@@ -88,25 +89,27 @@ def spd_change(desired: Obj, existing: Obj | None) -> Change | None:
     """Create when missing; else merge patches of Tidewise's parts where they differ; None when equal."""
     m = meta(desired)
     ns, name = m["namespace"], m["name"]
-    reasons = {"profile": desired["spec"]["extendedIndicator"][0]["indicators"]}
+    want = SpdView(desired)
+    reasons = {"profile": want.extended_indicators()[0]["indicators"]}
     if existing is None:
         return Change(KIND, desired["apiVersion"], ns, name, desired,
-                      {"metadata": dict(m), "spec": desired["spec"], "status": desired["status"]},
+                      {"metadata": dict(m), "spec": want.spec, "status": want.status},
                       subresource="status", create=True, reasons=reasons)
-    new = merged(existing, desired)
-    was, now = owned_part(existing), owned_part(new)
+    have = SpdView(existing)
+    new = SpdView(have.merged(want))
+    was, now = have.owned_part(), new.owned_part()
     if was == now:
         return None
     patch: dict[str, Any] = {}
     if was[:2] != now[:2]:
-        patch["spec"] = {"targetRef": new["spec"]["targetRef"], "extendedIndicator": new["spec"]["extendedIndicator"]}
+        patch["spec"] = {"targetRef": new.target_ref(), "extendedIndicator": new.extended_indicators()}
         rv = meta(existing).get("resourceVersion")
         if rv:
             # the list is replaced whole: a concurrent edit of another indicator is a 409, not lost
             patch["metadata"] = {"resourceVersion": rv}
     if was[2] != now[2]:
-        patch["status"] = {"aggMetrics": new["status"]["aggMetrics"]}
-    return Change(KIND, str(existing.get("apiVersion") or desired["apiVersion"]), ns, meta(existing)["name"], new, patch,
+        patch["status"] = {"aggMetrics": new.agg_metrics()}
+    return Change(KIND, str(existing.get("apiVersion") or desired["apiVersion"]), ns, meta(existing)["name"], new.obj, patch,
                   subresource="status" if "status" in patch else None, reasons=reasons)
 
 

@@ -208,16 +208,16 @@ class TideStep:
         entry["evictions"].append(out.as_dict())
 
     def _status(self, pool: TidePool, split: Any, entry: dict[str, Any], rep: RunReport) -> None:
-        body = pool.status_body(split)
-        if body is None:
+        status = pool.wanted_status(split)
+        if status is None:
             return
         key = f"TideNodePool/{pool.name}"
-        entry["status"] = body["status"]
+        entry["status"] = status
         if self.kube is None:
             rep.results.append(WriteResult(key, DRY_RUN, "status"))
             return
         try:
-            self.kube.patch_tide_pool_status(pool.name, body)
+            self.kube.patch_tide_pool_status(pool.name, {"status": status})
             rep.results.append(WriteResult(key, WRITTEN, "status"))
         except KubeError as exc:
             rep.results.append(WriteResult(key, FAILED, str(exc)))

@@ -90,9 +90,9 @@ def pool_online_demand(pods: Sequence[Obj], state: ClusterState, index: dict[Wor
         else:
             by_wl.setdefault(wl, []).append(view)
     for wl, views in by_wl.items():
-        for p in state.pods_of(*wl):
-            if not (p.get("spec") or {}).get("nodeName") and (p.get("status") or {}).get("phase") == "Pending":
-                views.append(PodView(p))
+        for pv in map(PodView, state.pods_of(*wl)):
+            if not pv.node_name and pv.phase == "Pending":
+                views.append(pv)
                 now += views[-1].requests()
     hpas = hpas_by_workload(state)
     targets = vpa_requests(vpa)

@@ -11,7 +11,7 @@ import pytest
 
 from autoscaler.input.cluster import ApiCluster
 from autoscaler.settings import SPD_OPT_IN, SpdSettings
-from autoscaler.logic.spd import INDICATOR, owned_part
+from autoscaler.model.spd import INDICATOR, SpdView
 from autoscaler.output.sinks import DRY_RUN, WRITTEN, ApiSink, DryRunSink
 from autoscaler.routines.loop import OK, ServingLoop
 from contracts.errors import InputError
@@ -126,7 +126,7 @@ def test_a_hand_edit_of_tidewises_part_is_rewritten_and_other_parts_are_kept(api
     assert f"{SPD}/{ns}/frontend" in rep.drifted
     now = spds(fake)[0]
     validate_object(now)
-    assert owned_part(now) == owned_part(written)  # Tidewise's part as it wrote it
+    assert SpdView(now).owned_part() == SpdView(written).owned_part()  # Tidewise's part as it wrote it
     assert now["spec"]["businessIndicator"] == edited["spec"]["businessIndicator"]  # the user's, untouched
     assert now["spec"]["baselinePercent"] == 10
     assert [a["scope"] for a in now["status"]["aggMetrics"]][0] == "ResourcePortraitIndicatorPlugin"
