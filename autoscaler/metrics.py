@@ -72,7 +72,7 @@ class Metrics:
         for g in (self.predicted_replicas, self.min_replicas, self.forecast, self.vpa_target,
                   self.reclaimed_millicpu, self.reclaimed_memory, self.ihpa_predicted, self.ihpa_desired):
             g.clear()
-        for i in getattr(rep, "ihpa", []):
+        for i in getattr(rep.sections.get("ihpa"), "decisions", []):  # features/ihpa.IhpaSection
             self.ihpa_predicted.labels(i.namespace, i.name).set(i.hpa.predicted)
             self.ihpa_desired.labels(i.namespace, i.name).set(i.hpa.min_replicas)
         for d in rep.hpa:

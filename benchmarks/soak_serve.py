@@ -82,17 +82,20 @@ class SimTime:
 
 def audit(loop: Any, kube: Any) -> dict[str, Any]:
     """The last run's decisions against the cluster as a fresh list shows it (no memory of writes)."""
+    from autoscaler.features import features
     from autoscaler.input.cluster import ApiCluster
+    from autoscaler.routines.change_policy import ChangePolicy
     from autoscaler.routines.changes import candidate_changes
     from autoscaler.routines.context import OK, iso
-    from autoscaler.routines.drift import OBSERVED, WriteMemory, observed_part
+    from autoscaler.routines.drift import OBSERVED, observed_part
 
     rep = loop.last_report
     if rep is None or rep.outcome != OK or rep.now is None:
         return {"checked": False, "why": f"last run {rep.outcome if rep else 'missing'}: {rep.reason if rep else ''}"}
     state = ApiCluster(kube).read()
     before: dict[str, Any] = {}
-    changes = candidate_changes(rep, state, WriteMemory(), loop.settings, iso(rep.now), before)
+    fresh = features(loop.settings, ChangePolicy(loop.settings))  # no memory of writes: the cluster alone
+    changes = candidate_changes(fresh, rep, state, iso(rep.now), before)
     lost = []
     for c in changes:
         # held by a guardrail, or outside `serve.select` (named in `skipped`): not to be written

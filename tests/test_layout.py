@@ -356,3 +356,17 @@ def test_the_pipeline_reads_in_one_direction():
             if m.startswith("predictor.pipeline") and not any(m == a or m.startswith(a + ".") for a in allowed):
                 bad.append(f"pipeline/{name}.py imports {m}")
     assert not bad, bad
+
+
+# issue 23: only autoscaler/features/ names a feature's module; the loop's core not even a feature's routines
+FEATURE_MODULES = {f"autoscaler.features.{m}" for m in "vpa hpa ihpa reclaim spd tide rebalance".split()}
+FEATURE_ROUTINES = {f"autoscaler.routines.{m}" for m in "ihpa spd tide tide_demand tide_margin rebalance".split()}
+FEATURE_BLIND = {f"autoscaler/{f}.py" for f in "routines/loop routines/changes routines/change_policy routines/context "
+                 "output/sinks kube_cluster model/cluster".split()} | {f"tidewise/commands/{c}.py" for c in ("serve", "rebalance")}
+
+
+def test_only_the_features_package_names_a_feature_module():
+    bad = [f"{rel} imports {m}" for pkg in ("autoscaler", "tidewise", "studies", "benchmarks") for p in python_files(pkg)
+           if not (rel := os.path.relpath(p, ROOT)).startswith(os.path.join("autoscaler", "features"))
+           for m in modules_of(p) if m in FEATURE_MODULES or (rel in FEATURE_BLIND and m in FEATURE_ROUTINES)]
+    assert not bad, bad

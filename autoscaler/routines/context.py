@@ -7,13 +7,13 @@ the run like any other internal error. `RunReport` is what the run decided, wrot
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Mapping, Protocol, TypeVar
 
 import pandas as pd
 
-from autoscaler.model.cluster import ClusterState, Obj
-from autoscaler.model.ihpa import IhpaDecision
+from autoscaler.model.cluster import ClusterState
 from autoscaler.model.decisions import HpaDecision, VpaDecision
 from autoscaler.model.views import WorkloadKey, WorkloadSeries
 from autoscaler.output.objects import Change
@@ -25,10 +25,12 @@ from predictor.pipeline.forecasting import ForecastRequest
 from predictor.history import History
 from predictor.types import Forecast
 
+log = logging.getLogger(__name__)
 Forecaster = Callable[[History, ForecastRequest], list[Forecast]]
 OK, FROZEN, KILLED = "ok", "frozen", "killed"
 # HPA key -> (target kind, target name, series read, predicted, final): exported by the metrics
 HpaSeries = dict[str, tuple[str, str, list[str], int, int]]
+S = TypeVar("S")
 
 
 @functools.lru_cache(maxsize=256)
@@ -74,8 +76,6 @@ class RunReport:
     vpa: list[VpaDecision] = field(default_factory=list)
     hpa: list[HpaDecision] = field(default_factory=list)
     reclaim: list[ReclaimPlan] = field(default_factory=list)
-    ihpa: list[IhpaDecision] = field(default_factory=list)  # Katalyst IHPAs (routines/ihpa.py)
-    spd: list[tuple[Obj, Obj | None]] = field(default_factory=list)  # (SPD wanted, SPD held) (routines/spd.py)
     node_forecasts: dict[str, NodeForecast] = field(default_factory=dict)  # node -> its tidewise.io/node-forecast
     changes: list[Change] = field(default_factory=list)
     results: list[WriteResult] = field(default_factory=list)
@@ -85,8 +85,17 @@ class RunReport:
     # objects whose written part changed outside Tidewise since the last write: decided and written again
     drifted: dict[str, str] = field(default_factory=dict)
     kill_deliberate: bool = False  # KILLED by an operator's explicit `stop`, not by an unreadable switch
-    rebalance: Any = None  # routines/rebalance.RebalanceResult when the rebalance step ran
-    tide: list[dict[str, Any]] = field(default_factory=list)  # per TideNodePool: plan, moves, patches (routines/tide.py)
+    # feature name -> its typed report section (autoscaler/features/), present once its step ran
+    sections: dict[str, object] = field(default_factory=dict)
+
+    def section(self, name: str, kind: Callable[[], S], keep: bool = True) -> S:
+        """The section `name`, made by `kind()` the first time a step asks for it (`keep` False: a
+        reader's question, an empty one is not kept)."""
+        if name not in self.sections:
+            if not keep:
+                return kind()
+            self.sections[name] = kind()
+        return self.sections[name]  # type: ignore[return-value]
 
     def count(self, outcome: str) -> int:
         return sum(1 for r in self.results if r.outcome == outcome)
@@ -122,6 +131,17 @@ class RunReport:
                 + (f", {len(self.drifted)} changed outside Tidewise" if self.drifted else ""))
 
 
+def decide_one(key: str, rep: RunReport, decide: Callable[[], object], keep: Callable[..., None]) -> None:
+    """One object's decision, kept when made; one that cannot be decided is skipped with its reason."""
+    try:
+        d = decide()
+        if d is not None:
+            keep(d)
+    except Exception as exc:  # noqa: BLE001 - one bad object is skipped
+        rep.skipped[key] = f"{type(exc).__name__}: {exc}"
+        log.warning("%s skipped: %s", key, exc)
+
+
 class _Unset(Exception):
     pass
 
@@ -141,6 +161,10 @@ class RunContext:
     refreshed: int = 0  # forecasts made this run (the others came from the cache)
     hpa_series: HpaSeries = field(default_factory=dict)
     before: dict[str, Any] = field(default_factory=dict)  # change -> the live object it was made against
+    made: Mapping[str, Forecast] = field(default_factory=dict)  # the forecast cache: series -> forecast as made
+    # what VPA / HPA decisions read (routines/decision_time.py); None: this run's day-ahead forecasts
+    vpa_forecasts: Mapping[str, Forecast] | None = None
+    hpa_forecasts: Mapping[str, Forecast] | None = None
 
     @staticmethod
     def _need(value: Any, what: str) -> Any:

@@ -12,22 +12,22 @@ Auto; in Preview (Katalyst's default) it leaves the HPA as the user set it (see 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable
 
 import numpy as np
 
-from autoscaler.logic.decide_hpa import HpaInputs, decide_hpa
-from autoscaler.logic.hpa import Stabilizer, parse_hpa
+from autoscaler.logic.decide_hpa import HpaOutcome
+from autoscaler.logic.hpa import parse_hpa
 from autoscaler.model.cluster import ClusterState, Obj, meta
 from autoscaler.model.ihpa import KIND, IhpaDecision, IhpaView
-from autoscaler.model.views import HpaView, pod_template_requests
+from autoscaler.model.views import HpaView, WorkloadKey, pod_template_requests
 from autoscaler.output.objects import Change
-from autoscaler.routines.context import RunContext, RunReport, parse_duration
+from autoscaler.routines.context import RunContext, RunReport, decide_one
 from contracts.quantity import format_units, usage_to_units
 from predictor.types import SeriesKey
 
-if TYPE_CHECKING:
-    from autoscaler.routines.recommend import Recommender
+# the HPA decision (features/hpa.HpaDecider): (template as an HPA, workload, its key, stabiliser key, run) -> outcome
+DecideHpa = Callable[[HpaView, Obj, WorkloadKey, str, RunContext], HpaOutcome]
 
 
 def current_metrics(resource: str, series: list[str], ctx: RunContext, replicas: int,
@@ -44,7 +44,7 @@ def current_metrics(resource: str, series: list[str], ctx: RunContext, replicas:
     return [{"type": "Resource", "resource": {"name": resource, "current": current}}]
 
 
-def decide_ihpa(rec: "Recommender", view: IhpaView, ctx: RunContext) -> IhpaDecision:
+def decide_ihpa(decide: DecideHpa, view: IhpaView, ctx: RunContext) -> IhpaDecision:
     """One IHPA: MalformedHpa (its subclass MalformedIhpa) or LookupError when it cannot be served."""
     hpa = HpaView(view.as_hpa())
     kind, target, _, _ = parse_hpa(hpa.obj)
@@ -52,12 +52,8 @@ def decide_ihpa(rec: "Recommender", view: IhpaView, ctx: RunContext) -> IhpaDeci
     if wl is None:
         raise LookupError(f"spec.autoscaler.scaleTargetRef {kind}/{target} not found in namespace {view.namespace}")
     # its own stabiliser: the HPA Katalyst made from it may share its name and is decided on its own
-    stab = rec.stabilizers.setdefault(view.key, Stabilizer(parse_duration(rec.settings.hpa.stabilization)))
-    forecasts, made = (ctx.forecasts, rec.made) if rec.hpa_forecasts is None else \
-        (rec.hpa_forecasts, rec.hpa_forecasts)
+    out = decide(hpa, wl, (view.namespace, kind, target), view.key, ctx)
     requests = pod_template_requests(wl)
-    out = decide_hpa(HpaInputs(hpa, requests, ctx.index.get((view.namespace, kind, target)), forecasts, made,
-                               ctx.history, ctx.origin, ctx.now, rec.step), rec.settings.hpa, stab)
     if view.time_bounds():
         # said, not silently ignored; the HPA an IHPA owns is decided within its own min/max as the cluster holds them
         out.decision.reason.steps.append("spec.timeBounds not applied here: the template's min/maxReplicas bound it")
@@ -68,11 +64,13 @@ def decide_ihpa(rec: "Recommender", view: IhpaView, ctx: RunContext) -> IhpaDeci
                         view.scale_strategy())
 
 
-def decide_ihpas(rec: "Recommender", rep: RunReport, ctx: RunContext) -> None:
+def decide_ihpas(decide: DecideHpa, rep: RunReport, ctx: RunContext) -> list[IhpaDecision]:
     """Every IHPA of the snapshot; one that cannot be decided is skipped with its reason."""
+    out: list[IhpaDecision] = []
     for o in ctx.state.others.get(KIND, []):
         view = IhpaView(o)
-        rec._one(view.key, rep, lambda: decide_ihpa(rec, view, ctx), rep.ihpa.append)
+        decide_one(view.key, rep, lambda: decide_ihpa(decide, view, ctx), out.append)
+    return out
 
 
 def ihpa_change(ihpa: Obj, d: IhpaDecision) -> Change | None:
@@ -91,11 +89,11 @@ def ihpa_change(ihpa: Obj, d: IhpaDecision) -> Change | None:
                                         "replicas": d.hpa.timeline}})
 
 
-def ihpa_changes(rep: RunReport, state: ClusterState, before: dict[str, Any]) -> list[Change]:
+def ihpa_changes(decided: list[IhpaDecision], state: ClusterState, before: dict[str, Any]) -> list[Change]:
     """The status change of every IHPA decided this run; `before` gets change -> the live object."""
     live = {IhpaView(o).key: o for o in state.others.get(KIND, [])}
     changes = []
-    for d in rep.ihpa:
+    for d in decided:
         c = ihpa_change(live[d.key], d)
         if c is not None:
             before[c.key] = live[d.key]

@@ -6,9 +6,11 @@ A failure on one object is logged, recorded in the report and skipped. A failed 
 an unreadable cluster or a failed forecast *freezes* the run: nothing is written, the last good
 decisions stay where they are (in the cluster and in the metrics) and the next run backs off.
 
-The steps only sequence the work: decisions are pure functions in `autoscaler/logic/decide_*`
-(called by `recommend.py`), the forecast cache is `forecast_cache.py`, the memory of writes and the
-drift check are `drift.py`, the change guardrails and the writes `changes.py`.
+The steps only sequence the work and name no feature: each serving feature (VPA, HPA, IHPA, reclaim,
+SPD, tide, rebalance) is an object of the tuple `autoscaler.features.features()` builds, which declares
+what it reads and needs of the forecast, its step and its changes. Decisions are pure functions in
+`autoscaler/logic/`, the forecast cache is `forecast_cache.py`, what may be written is decided by the
+one change policy (`change_policy.py`, with the memory of writes of `drift.py`), the writes `changes.py`.
 """
 from __future__ import annotations
 
@@ -16,27 +18,21 @@ import gc
 import logging
 import math
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import pandas as pd
 
-from autoscaler.logic.choice_by_cost import CostLedger
-from autoscaler.logic.guardrails import Cooldown, is_stale
-from autoscaler.logic.hpa import Stabilizer
+from autoscaler.features import ACT, DECIDE, Feature, features
+from autoscaler.logic.guardrails import is_stale
 from autoscaler.model.cluster import ClusterState
-from autoscaler.model.ihpa import KIND as IHPA_KIND, IhpaView
-from autoscaler.model.views import HpaView, VpaView, WorkloadKey, WorkloadSeries, index_series, report_qos
+from autoscaler.model.views import WorkloadKey, WorkloadSeries, index_series, report_qos
 from autoscaler.output.sinks import DRY_RUN, NOT_FOUND, WRITTEN, Sink
-from autoscaler.routines.changes import apply_guardrails, write_all
+from autoscaler.routines.change_policy import ChangePolicy
+from autoscaler.routines.changes import candidate_changes, write_all
 from autoscaler.routines.context import (FROZEN, KILLED, OK, ClusterReader, Forecaster, Freeze, RunContext,
-                                         RunMetrics, RunReport, StepTiming, parse_duration)
+                                         RunMetrics, RunReport, StepTiming, iso, parse_duration)
 from autoscaler.routines.decision_time import DecisionTimeServing
-from autoscaler.routines.drift import WriteMemory
 from autoscaler.routines.forecast_cache import ForecastCache, usable_series
-from autoscaler.routines.rebalance import Rebalancer
-from autoscaler.routines.recommend import Recommender
-from autoscaler.routines.spd import SpdProfiles
-from autoscaler.routines.tide import TideStep
 from autoscaler.settings import ServeSettings
 from contracts.qos import QosReporter
 from predictor.pipeline.forecasting import ForecastRequest, forecast_history
@@ -62,7 +58,8 @@ class ServingLoop:
                  registry_loader: Callable[[str], RegistryVersion] | None = None,
                  registry_forecaster: Callable[[RegistryVersion, str], Forecaster] | None = None,
                  clock: Callable[[], pd.Timestamp] | None = None, metrics: RunMetrics | None = None,
-                 evictor: Any = None):
+                 evictor: Any = None, only: Iterable[str] | None = None):
+        """`only`: the names of the features this loop serves (default: every one, see autoscaler/features)."""
         self.settings = settings
         self.source = source
         self.cluster = cluster
@@ -80,23 +77,24 @@ class ServingLoop:
         self.registry_label = "none"
         self.clock = clock  # None: replay clock, now = end of the history + one step
         self.metrics = metrics
-        g, lp = settings.guardrails, settings.loop
-        self.step = parse_duration(lp.step, what="step")
+        g = settings.guardrails
+        self.step = parse_duration(settings.loop.step, what="step")
         self.stale_after = parse_duration(g.stale_after, what="stale_after")
-        self.cooldown = Cooldown(parse_duration(g.cooldown, what="cooldown"))
-        self.stabilizers: dict[str, Stabilizer] = {}
-        self.ledger = CostLedger()  # VPA candidates' past requests (vpa.choose_by_cost), kept between runs
-        self.memory = WriteMemory()
+        self.policy = ChangePolicy(settings)  # what may be written; its memory of writes spans runs
         self.forecast_cache = ForecastCache()  # see LoopSettings.forecast_refresh
         self.decision_time = DecisionTimeServing()  # per-series calibration of decision-time forecasts
-        self.spd = SpdProfiles()  # Katalyst SPDs: each workload's profile, built once a day
         self.qos_reports = QosReporter(logger=log)  # each pod's malformed QoS annotations, logged once
-        self.rebalancer = Rebalancer(settings.rebalance, self.step, evictor, sink,  # `evictor` None: dry-run
-                                     select=settings.select)
-        self.tide = TideStep(settings, sink, evictor)  # tidal node pools (issue 17); writes only with loop.apply
+        # `evictor` None: a dry-run one each for tide drains and rebalancing
+        every = features(settings, self.policy, step=self.step, sink=sink, evictor=evictor)
+        wanted = None if only is None else set(only)
+        self.features: tuple[Feature, ...] = tuple(f for f in every if wanted is None or f.name in wanted)
         self.failures = 0
         self.last_report: RunReport | None = None
         self.last_good: RunReport | None = None
+
+    def feature(self, name: str) -> Feature:
+        """The feature of that name (its state: e.g. the tide margins, the rebalance Evictor)."""
+        return next(f for f in self.features if f.name == name)
 
     # scheduling --------------------------------------------------------------------------------
     def next_delay(self) -> float:
@@ -112,12 +110,11 @@ class ServingLoop:
         steps: list[tuple[str, Step]] = [
             ("registry", self._step_registry), ("fetch", self._step_fetch), ("cluster", self._step_cluster),
             ("forecast", self._step_forecast), ("recommend", self._step_recommend),
-            ("guardrails", self._step_guardrails), ("write", self._step_write),
+            ("guardrails", self._step_guardrails),
+            # ACT features: after the kill switch and the decisions they read; before write (decisions.json)
+            *((f.name, f.run) for f in self.features if f.phase == ACT and f.enabled),
+            ("write", self._step_write),
         ]
-        if self.settings.tide.enabled:  # after the kill switch and the VPA decisions it reads; before write
-            steps.insert(-1, ("tide", self.tide))  # before rebalance: hand-backs are first to the Evictor's limit
-        if self.settings.rebalance.enabled:  # after guardrails (the kill switch), before write (decisions.json)
-            steps.insert(-1, ("rebalance", self.rebalancer.run))
         # the cyclic GC walks every object of a 50,000-object cluster snapshot on each full pass;
         # a run's own garbage is acyclic (freed by reference counting), so it pauses during a run
         gc_was_enabled = gc.isenabled()
@@ -212,42 +209,22 @@ class ServingLoop:
             raise Freeze(f"cluster could not be read: {exc}") from exc
         ctx.read(state)
         report_qos(state.pods, self.qos_reports, self.settings.reclaim.qos_annotation)
-        rep.drifted.update(self.memory.forget_changed_outside(state, self.settings.reclaim))
+        rep.drifted.update(self.policy.forget_changed_outside(state))
         return f"{len(state.vpas)} VPA, {len(state.hpas)} HPA, {len(state.workloads)} workloads, " \
                f"{len(state.pods)} pods, {len(state.nodes)} nodes"
 
     def _needed_steps(self) -> int:
-        """Forecast steps every decision reads: the longest of the VPA windows, the HPA's
-        lead + look-ahead, and the reclaim window."""
-        s = self.settings
-        longest = max(parse_duration(s.vpa.safe_window), parse_duration(s.vpa.window),
-                      parse_duration(s.hpa.startup) + parse_duration(s.hpa.look_ahead) + 2 * self.step,
-                      parse_duration(s.reclaim.window),
-                      # the node forecast the scheduler extender reads (tidewise.io/node-forecast)
-                      parse_duration(s.reclaim.forecast_horizon) if s.reclaim.enabled and s.reclaim.forecast_horizon
-                      else self.step,
-                      parse_duration(s.rebalance.horizon) if s.rebalance.enabled else self.step,
-                      # tide pools: nodes needed over lead + min_dwell (autoscaler/routines/tide.py)
-                      parse_duration(s.tide.lead) + parse_duration(s.tide.min_dwell) + self.step if s.tide.enabled
-                      else self.step)
-        return int(math.ceil(longest / self.step))
+        """Forecast steps every decision reads: the longest any feature needs."""
+        longest = max((f.need(self.step).horizon for f in self.features), default=self.step)
+        return int(math.ceil(max(longest, self.step) / self.step))
 
     def _needed_series(self, state: ClusterState, index: dict[WorkloadKey, WorkloadSeries]) -> list[str]:
-        """The series of every workload a decision reads: VPAs this recommender serves, HPAs, and
-        (when reclaim is on) every pod's workload."""
+        """The series of every workload a decision reads: each feature's, and (when a node-level
+        feature is on) every pod's workload."""
         need: set[WorkloadKey] = set()
-        name = self.settings.vpa.recommender_name
-        for v in state.vpas:
-            view = VpaView(v)
-            key = view.workload_key() if name in view.recommenders() else None
-            if key is not None:
-                need.add(key)
-        ihpas = [IhpaView(o) for o in state.others.get(IHPA_KIND, [])] if self.settings.ihpa.enabled else []
-        for scaler in [HpaView(h) for h in state.hpas] + ihpas:
-            key = scaler.workload_key()
-            if key is not None:  # a malformed one is reported by the recommend step
-                need.add(key)
-        if self.settings.reclaim.enabled or self.settings.rebalance.enabled or self.settings.tide.enabled:
+        for f in self.features:
+            need |= f.workloads(state)
+        if any(f.need(self.step).every_pod for f in self.features):
             for pod in state.pods:
                 wl = state.workload_of_pod(pod)
                 if wl:
@@ -263,10 +240,7 @@ class ServingLoop:
                              s.guardrails.min_history, rep.skipped)
         need_steps = self._needed_steps()
         refresh = parse_duration(s.loop.forecast_refresh) if s.loop.forecast_refresh else None
-        # 0.5: the HPA floor's level ratio (and short-term band) compare observations with the median
-        quantiles = tuple(sorted({0.5, s.vpa.quantile, s.vpa.lower_quantile, s.hpa.quantile,
-                                  s.reclaim.quantile, *((s.rebalance.quantile,) if s.rebalance.enabled else ()),
-                                  *((s.tide.quantile,) if s.tide.enabled else ())}))
+        quantiles = tuple(sorted({q for f in self.features for q in f.need(self.step).quantiles}))
         origin = now.floor(self.step) if now.floor(self.step) > ctx.end else ctx.end + self.step
         ctx.forecast_from(origin)
         cache = self.forecast_cache
@@ -290,45 +264,30 @@ class ServingLoop:
 
     def _step_recommend(self, rep: RunReport, ctx: RunContext) -> str:
         s = self.settings
-        vpa_view, hpa_view = self.decision_time.views(
+        ctx.made = self.forecast_cache.entries
+        ctx.vpa_forecasts, ctx.hpa_forecasts = self.decision_time.views(
             self.registry, s.loop, s.hpa.startup, s.hpa.look_ahead,
             ctx.forecasts, ctx.history, ctx.origin, self.step)
-        detail = Recommender(self.settings, self.memory, self.forecast_cache.entries, self.stabilizers,
-                             self.step, self.ledger, vpa_forecasts=vpa_view, hpa_forecasts=hpa_view).run(rep, ctx)
-        return detail + self.spd.run(rep, ctx, s.spd, s.loop.history_window)  # opted-in workloads' SPDs
+        details = [f.run(rep, ctx) for f in self.features if f.phase == DECIDE]
+        return ", ".join(d for d in details if d)
 
     def _step_guardrails(self, rep: RunReport, ctx: RunContext) -> str:
-        return apply_guardrails(rep, ctx.state, ctx.now, self.memory, self.cooldown, self.settings, ctx.before,
-                                self.sink)
+        candidates = candidate_changes(self.features, rep, ctx.state, iso(ctx.now), ctx.before)
+        return self.policy.admit(rep, candidates, ctx.state, ctx.now, ctx.before, self.sink)
 
     def _step_write(self, rep: RunReport, ctx: RunContext) -> str:
         if rep.outcome == KILLED:
             return "kill switch: nothing written"
         results = write_all(self.sink, rep.changes, max(1, self.settings.loop.write_concurrency))
-        # a write that reached the cluster shows there from the next read; a dry run or a review file
-        # leaves the cluster as it was, so the next read should still show the object as it was
-        lands = bool(getattr(self.sink, "updates_cluster", False))
-        vpa_by_key = {d.key: d for d in rep.vpa}
         for c, res in zip(rep.changes, results):
             rep.results.append(res)
             if res.outcome not in (WRITTEN, DRY_RUN, NOT_FOUND):
                 log.error("%s not written: %s %s", c.key, res.outcome, res.detail)
-            if res.outcome in (WRITTEN, DRY_RUN):
-                self.cooldown.record(c.key, ctx.now)
-                shown = c.obj if lands and res.outcome == WRITTEN else ctx.before.get(c.key)
-                self.memory.remember(c, shown, vpa_by_key[c.key] if c.kind == "VerticalPodAutoscaler" else None,
-                                     self.settings.reclaim)
+        # a write that reached the cluster shows there from the next read; a dry run or a review file
+        # leaves the cluster as it was, so the next read should still show the object as it was
+        self.policy.record(rep, results, ctx.now, ctx.before, bool(getattr(self.sink, "updates_cluster", False)))
         self.sink.close()
-        self._advertised(rep)
+        for f in self.features:
+            f.written(rep)
         return f"{rep.count(WRITTEN)} written, {rep.count(DRY_RUN)} dry-run, " \
                f"{len(rep.results) - rep.count(WRITTEN) - rep.count(DRY_RUN)} failed"
-
-    def _advertised(self, rep: RunReport) -> None:
-        """What a node advertises now: the plan when it was written (or would have been, in a dry
-        run) or already held that value; a write that failed or was held keeps the older value."""
-        outcome = {r.key: r.outcome for r in rep.results}
-        pending = {c.name for c in rep.changes if c.kind == "Node"} | \
-            {k.split("/", 1)[1] for k in rep.held if k.startswith("Node/")}
-        for p in rep.reclaim:
-            if p.node not in pending or outcome.get(f"Node/{p.node}") in (WRITTEN, DRY_RUN):
-                self.memory.reclaim_prev[p.node] = p

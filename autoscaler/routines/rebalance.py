@@ -21,7 +21,7 @@ from autoscaler.logic.rebalance import Candidate, NodeLoad, RebalancePlan, plan_
 from autoscaler.model.cluster import ClusterState, Obj, meta
 from autoscaler.model.views import NodeView, PdbView, PodView, WorkloadSeries
 from autoscaler.output.eviction import Evictor, Move, Outcome, movable
-from autoscaler.routines.changes import not_selected
+from autoscaler.routines.change_policy import not_selected
 from autoscaler.routines.context import KILLED, RunContext, RunReport
 from autoscaler.settings import RebalanceSettings
 from contracts.qos import QOS_ANNOTATION
@@ -149,10 +149,10 @@ class Rebalancer:
         self.evictor = evictor if evictor is not None else Evictor(None, dry_run=True, per_minute=settings.per_minute)
         self.sink = sink  # a sink keeping `reasons` (the file sink) also lists the moves in decisions.json
 
-    def run(self, rep: RunReport, ctx: RunContext) -> str:
+    def run(self, rep: RunReport, ctx: RunContext) -> tuple[str, RebalanceResult | None]:
+        """The step's detail, and what it planned and did (None when the plan failed)."""
         if rep.outcome == KILLED:
-            rep.rebalance = RebalanceResult(RebalancePlan(), note="kill switch: nothing moved")
-            return "kill switch: nothing moved"
+            return "kill switch: nothing moved", RebalanceResult(RebalancePlan(), note="kill switch: nothing moved")
         try:
             steps = steps_in(self.settings.horizon, self.step)
             plan = plan_rebalance(node_loads(ctx, self.settings, steps, rep), self.settings, steps,
@@ -160,14 +160,13 @@ class Rebalancer:
         except Exception as exc:  # noqa: BLE001 - a rebalance bug must not stop the run's other writes
             log.exception("rebalance not planned")
             rep.skipped["rebalance"] = f"{type(exc).__name__}: {exc}"
-            return f"not planned: {exc}"
+            return f"not planned: {exc}", None
         self._selected_only(plan, rep, ctx)
         result = RebalanceResult(plan)
         for m in plan.moves:
             out = self.evictor.evict(Move(m.namespace, m.pod, m.node, m.reason))
             result.outcomes.append(out)
             log.info("rebalance %s/%s off %s: %s (%s)", m.namespace, m.pod, m.node, out.result, m.reason)
-        rep.rebalance = result
         reasons = getattr(self.sink, "reasons", None)
         if isinstance(reasons, dict):
             for o, m in zip(result.outcomes, plan.moves):
@@ -176,7 +175,8 @@ class Rebalancer:
         for o in result.outcomes:
             done[o.result] = done.get(o.result, 0) + 1
         return f"{len(plan.hot)} hot nodes, {len(plan.moves)} moves " \
-               f"({', '.join(f'{k} {v}' for k, v in sorted(done.items())) or 'none'}), {len(plan.kept)} pods kept"
+               f"({', '.join(f'{k} {v}' for k, v in sorted(done.items())) or 'none'}), {len(plan.kept)} pods kept", \
+            result
 
     def _selected_only(self, plan: RebalancePlan, rep: RunReport, ctx: RunContext) -> None:
         """Drops the moves off nodes outside serve.select.node; each is named in `rep.skipped`."""

@@ -43,10 +43,9 @@ class SpdProfiles:
 
     cache: dict[tuple[WorkloadKey, pd.Timestamp, tuple[str, ...]], Obj] = field(default_factory=dict)
 
-    def run(self, rep: RunReport, ctx: RunContext, s: SpdSettings, history_window: str) -> str:
-        """Fills `rep.spd` with (desired SPD, the cluster's or None) per opted-in workload."""
-        if not s.enabled:
-            return ""
+    def run(self, rep: RunReport, ctx: RunContext, s: SpdSettings, history_window: str) -> list[tuple[Obj, Obj | None]]:
+        """(desired SPD, the cluster's or None) per opted-in workload; the others' reasons in `rep.skipped`."""
+        wanted: list[tuple[Obj, Obj | None]] = []
         start = period_start(ctx.now, s.period)
         period = DAY if s.period == "day" else 7 * DAY
         # the window every run of the period has: [start - lookback, start) is read all period long
@@ -66,8 +65,8 @@ class SpdProfiles:
                 rep.skipped[label] = (f"the SPD {key[0]}/{meta(have).get('name')} targets "
                                       f"{SpdView(have).target_ref()}, not {key[1]}/{key[2]}: left alone")
                 continue
-            rep.spd.append((desired, have))
-        return f", {len(rep.spd)} SPD"
+            wanted.append((desired, have))
+        return wanted
 
     def _desired(self, key: WorkloadKey, wl: Obj, ctx: RunContext, s: SpdSettings, start: pd.Timestamp,
                  lookback: pd.Timedelta) -> Obj:
@@ -113,10 +112,10 @@ def spd_change(desired: Obj, existing: Obj | None) -> Change | None:
                   subresource="status" if "status" in patch else None, reasons=reasons)
 
 
-def spd_changes(rep: RunReport, before: dict[str, Any]) -> list[Change]:
+def spd_changes(wanted: list[tuple[Obj, Obj | None]], before: dict[str, Any]) -> list[Change]:
     """The change of every SPD decided this run; `before` gets change -> the live object."""
     changes = []
-    for desired, existing in rep.spd:
+    for desired, existing in wanted:
         c = spd_change(desired, existing)
         if c is not None:
             if existing is not None:

@@ -27,7 +27,7 @@ from autoscaler.model.tide_pool import TidePool, node_patch
 from autoscaler.model.views import NodeView, PodView
 from autoscaler.output.eviction import Evictor, Move, movable
 from autoscaler.output.sinks import DRY_RUN, FAILED, WRITTEN, WriteResult
-from autoscaler.routines.changes import not_selected
+from autoscaler.routines.change_policy import not_selected
 from autoscaler.routines.context import KILLED, RunContext, RunReport, iso, parse_duration
 from autoscaler.routines.tide_demand import NoForecast, pool_online_demand
 from autoscaler.routines.tide_margin import TideMargins
@@ -61,7 +61,8 @@ class TideStep:
         self.evictor = evictor if evictor is not None else \
             Evictor(self.kube, dry_run=self.kube is None, per_minute=settings.tide.evictions_per_minute)
 
-    def __call__(self, rep: RunReport, ctx: RunContext) -> str:
+    def __call__(self, rep: RunReport, ctx: RunContext, entries: list[dict[str, Any]]) -> str:
+        """Every pool's plan, moves and writes; each pool's entry (the report's) appended to `entries`."""
         if not self.settings.tide.enabled:
             return "off"
         if rep.outcome == KILLED:
@@ -87,7 +88,7 @@ class TideStep:
                 rep.skipped[key] = f"{type(exc).__name__}: {exc}"
                 log.exception("%s skipped", key)
                 continue
-            rep.tide.append(entry)
+            entries.append(entry)
             moves += len(entry["moves"])
             reasons = getattr(self.sink, "reasons", None)
             if isinstance(reasons, dict):  # the file sink's decisions.json

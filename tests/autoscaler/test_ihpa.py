@@ -56,7 +56,7 @@ def test_status_is_written_valid_from_the_same_decision_as_the_hpa(api, objects,
     fake, kube = api(objects + [ihpa_like(hpa)])
     rep = loop_for(kube, history).run_once()
     assert rep.outcome == OK
-    (d,) = rep.ihpa
+    (d,) = rep.sections["ihpa"].decisions
     assert [r.outcome for r in rep.results if r.key == d.key] == [WRITTEN]
     (w,) = ihpa_writes(fake)
     assert w.method == "PATCH" and w.path.endswith("/status") and set(w.body) == {"status"}
@@ -97,7 +97,7 @@ def test_a_malformed_ihpa_is_skipped_with_its_reason_and_the_others_served(api, 
     fake, kube = api(objects + [qps_only, upside_down, lost, bounded])
     rep = loop_for(kube, history).run_once()
     ns = hpa["metadata"]["namespace"]
-    (served,) = rep.ihpa
+    (served,) = rep.sections["ihpa"].decisions
     assert any("timeBounds not applied" in s for s in served.hpa.reason.steps)  # said, not silently ignored
     assert "no cpu or memory metric" in rep.skipped[f"{KIND}/{ns}/by-qps"]
     assert "minReplicas 5 > maxReplicas 2" in rep.skipped[f"{KIND}/{ns}/upside-down"]
@@ -132,7 +132,7 @@ def test_the_hpa_an_ihpa_owns_is_raised_only_in_auto(api, objects, history, stra
         busy.series[sid] = busy.series[sid] * 20
     rep = loop_for(kube, busy).run_once()
     key = f"HorizontalPodAutoscaler/{hpa['metadata']['namespace']}/frontend"
-    floor = rep.ihpa[0].hpa.min_replicas
+    floor = rep.sections["ihpa"].decisions[0].hpa.min_replicas
     assert floor > 1  # the forecast asks for more than the user's floor: a write would change it
     patched = [r for r in fake.writes("PATCH") if r.path.endswith("/horizontalpodautoscalers/frontend")]
     if raised:
@@ -158,7 +158,7 @@ def test_ihpas_off_are_not_decided(api, objects, history):
     s = fast_settings()
     s.ihpa.enabled = False
     rep = loop_for(kube, history, s=s).run_once()
-    assert not rep.ihpa and not ihpa_writes(fake)
+    assert "ihpa" not in rep.sections and not ihpa_writes(fake)
 
 
 def test_ihpa_decisions_are_exported_to_metrics(api, objects, history):
@@ -169,7 +169,7 @@ def test_ihpa_decisions_are_exported_to_metrics(api, objects, history):
     metrics = Metrics()
     rep = ServingLoop(fast_settings(), source_of(history), ApiCluster(kube, (KIND,)), ApiSink(kube),
                       metrics=metrics).run_once()
-    (d,) = rep.ihpa
+    (d,) = rep.sections["ihpa"].decisions
     text = metrics.exposition().decode()
     ns = hpa["metadata"]["namespace"]
     assert f'tidewise_ihpa_desired_replicas{{ihpa="frontend-ihpa",namespace="{ns}"}} {float(d.hpa.min_replicas)}' in text

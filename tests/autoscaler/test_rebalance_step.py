@@ -24,7 +24,7 @@ def loop_for(objects, history, **rebalance):
 
 def test_off_by_default(objects, history):
     rep = ServingLoop(fast_settings(), source_of(history), StaticCluster(hot_cluster(objects)), DryRunSink()).run_once()
-    assert rep.rebalance is None and "rebalance" not in [s.name for s in rep.steps]
+    assert "rebalance" not in rep.sections and "rebalance" not in [s.name for s in rep.steps]
 
 
 def test_the_forecast_reaches_past_the_rebalance_horizon(objects, history):
@@ -37,8 +37,8 @@ def test_the_forecast_reaches_past_the_rebalance_horizon(objects, history):
 def test_a_hot_node_gets_moves_with_reasons(objects, history):
     _, loop = loop_for(objects, history)
     rep = loop.run_once()
-    assert rep.outcome == OK and list(rep.rebalance.plan.hot) == ["node-0"]
-    doc = json.loads(json.dumps(rep.rebalance.as_dict()))
+    assert rep.outcome == OK and list(rep.sections["rebalance"].plan.hot) == ["node-0"]
+    doc = json.loads(json.dumps(rep.sections["rebalance"].as_dict()))
     assert doc["moves"] and all(m["result"] == "dry-run" and "node-0 hot" in m["reason"] for m in doc["moves"])
     assert doc["kept"]  # the pods that stay on node-0 say why
     assert rep.count(DRY_RUN) > 0  # the other decisions were made as usual
@@ -50,10 +50,10 @@ def test_the_kill_switch_moves_nothing(objects, history, tmp_path):
     switch.write_text("stop\n")
     s.guardrails.kill_switch_file = str(switch)
     sent = []
-    loop.rebalancer.evictor = Evictor(type("K", (), {"evict_pod": lambda self, ns, n: sent.append(n)})(),
+    loop.feature("rebalance").rebalancer.evictor = Evictor(type("K", (), {"evict_pod": lambda self, ns, n: sent.append(n)})(),
                                       dry_run=False)
     rep = loop.run_once()
-    assert rep.rebalance.outcomes == [] and rep.rebalance.note.startswith("kill switch") and sent == []
+    assert rep.sections["rebalance"].outcomes == [] and rep.sections["rebalance"].note.startswith("kill switch") and sent == []
 
 
 def test_a_failing_plan_is_reported_and_the_other_writes_still_happen(objects, history, monkeypatch):
@@ -70,9 +70,9 @@ def test_a_failing_plan_is_reported_and_the_other_writes_still_happen(objects, h
 
 def test_the_per_minute_limit_spans_runs(objects, history):
     _, loop = loop_for(objects, history, per_minute=3)
-    loop.rebalancer.evictor = Evictor(None, per_minute=3, clock=lambda: 0.0)
-    first = [o.result for o in loop.run_once().rebalance.outcomes]
-    second = [o.result for o in loop.run_once().rebalance.outcomes]
+    loop.feature("rebalance").rebalancer.evictor = Evictor(None, per_minute=3, clock=lambda: 0.0)
+    first = [o.result for o in loop.run_once().sections["rebalance"].outcomes]
+    second = [o.result for o in loop.run_once().sections["rebalance"].outcomes]
     assert first[:3] == ["dry-run"] * 3 and set(first[3:]) <= {"rate-limited"}
     assert second and set(second) == {"rate-limited"}  # the same minute: the window is full
 
@@ -89,4 +89,4 @@ def test_a_spike_the_forecast_missed_makes_the_node_hot_now(objects, history):
         s = fast_settings()
         s.rebalance.enabled, s.rebalance.with_current = True, with_current
         rep = ServingLoop(s, source_of(history), StaticCluster(plain), DryRunSink()).run_once()
-        assert sorted(rep.rebalance.plan.hot) == hot
+        assert sorted(rep.sections["rebalance"].plan.hot) == hot

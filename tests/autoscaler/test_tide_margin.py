@@ -61,7 +61,7 @@ def test_a_cold_ledger_plans_with_the_fixed_stack_then_the_calibrated_margin_len
         now[0] = START + i * STEP
         rep = loop.run_once()
         assert rep.outcome == "ok", rep.reason
-        entries.append(rep.tide[0])
+        entries.append(rep.sections["tide"].pools[0])
     cold, warm = entries[0], entries[-1]
     assert cold["margin"].startswith("fixed margin: forecast q0.9 x 1.25 (calibration not ready")
     assert "a restart starts again" in cold["margin"]
@@ -82,11 +82,11 @@ def test_a_runs_forecast_is_scored_only_by_later_runs(api_factory):
     for i in range(3):
         now[0] = START + i * STEP
         loop.run_once()
-        counts.append(loop.tide.margins.ledgers["pool-a"][0].counts())
+        counts.append(loop.feature("tide").tide.margins.ledgers["pool-a"][0].counts())
     # run 0's forecast is not scored against run 0's own measurement; run 2 scores runs 0 and 1
     assert counts == [[0], [1], [3]]
     loop.run_once()  # another run on the same forecast origin (serve runs every minute on 5-minute steps)
-    assert loop.tide.margins.ledgers["pool-a"][0].counts() == [3]  # reads the step's margins, scores nothing
+    assert loop.feature("tide").tide.margins.ledgers["pool-a"][0].counts() == [3]  # reads the step's margins, scores nothing
 
 
 def test_the_ledger_scores_a_forecast_only_with_times_observed_after_it_was_made():

@@ -131,7 +131,7 @@ def test_a_night_forecast_lends_tide_nodes_and_drains_their_online_pods(api):
     now = pd.Timestamp("2026-11-01T23:00:00Z")
     rep = run(kube, now, history(now))
     assert rep.outcome == "ok", rep.reason
-    (entry,) = rep.tide
+    (entry,) = rep.sections["tide"].pools
     assert sorted(m["node"] for m in entry["moves"]) == ["n1", "n2", "n3"]
     assert all(m["action"] == "lend" for m in entry["moves"])
     for n in ("n1", "n2", "n3"):
@@ -157,10 +157,10 @@ def test_no_node_is_lent_within_the_hold_after_a_hand_back(api):
                for o in night_objects()]
     fake, kube = api(objects)
     now = pd.Timestamp("2026-11-01T23:00:00Z")
-    (entry,) = run(kube, now, history(now)).tide
+    (entry,) = run(kube, now, history(now)).sections["tide"].pools
     assert entry["moves"] == [] and "holding" in entry["summary"]
     assert not fake.evictions()
-    (entry,) = run(kube, now + pd.Timedelta("41min"), history(now + pd.Timedelta("41min"))).tide
+    (entry,) = run(kube, now + pd.Timedelta("41min"), history(now + pd.Timedelta("41min"))).sections["tide"].pools
     assert sorted(m["node"] for m in entry["moves"]) == ["n1", "n2"]  # the hold is over; n3 is inside its dwell
 
 
@@ -168,7 +168,7 @@ def test_a_dry_run_reports_the_same_plan_and_writes_nothing(api):
     fake, kube = api(night_objects())
     now = pd.Timestamp("2026-11-01T23:00:00Z")
     rep = run(kube, now, history(now), apply=False)
-    (entry,) = rep.tide
+    (entry,) = rep.sections["tide"].pools
     assert sorted(m["node"] for m in entry["moves"]) == ["n1", "n2", "n3"]
     assert {e["result"] for e in entry["evictions"]} == {"dry-run"}
     assert any(p["node"] == "n1" and EVICT_ON in p["patch"]["spec"]["taints"] for p in entry["patches"])
@@ -180,11 +180,11 @@ def test_the_morning_forecast_hands_nodes_back_a_lead_time_early_batch_pods_firs
     fake, kube = api(morning_objects())
     early = pd.Timestamp("2026-11-02T05:30:00Z")  # the 07:00 ramp is 1.5 h away: more than the 1 h lead
     rep = run(kube, early, history(early), max_moves=2)
-    assert rep.tide[0]["moves"] == [] and not fake.evictions()
+    assert rep.sections["tide"].pools[0]["moves"] == [] and not fake.evictions()
     assert all(labels(fake, n)[OFF] == "true" for n in ("n1", "n2", "n3"))
     now = pd.Timestamp("2026-11-02T06:05:00Z")  # 55 min before the ramp: inside the lead time
     rep = run(kube, now, history(now), max_moves=2)
-    (entry,) = rep.tide
+    (entry,) = rep.sections["tide"].pools
     # the ramp needs 4 nodes: 3 tide nodes back, 2 this run (the rate limit), fewest batch pods first
     assert [(m["node"], m["action"]) for m in entry["moves"]] == [("n3", "return"), ("n2", "return")]
     assert entry["held"]["n1"].startswith("return: rate limit")
@@ -200,7 +200,7 @@ def test_a_pool_without_a_forecast_of_its_online_demand_moves_nothing(api):
     fake, kube = api(night_objects())
     now = pd.Timestamp("2026-11-01T23:00:00Z")
     rep = run(kube, now, history(now, with_web=False))  # web is under an HPA but has no history
-    assert rep.tide == [] and "no cpu forecast" in rep.skipped["TideNodePool/pool-a"]
+    assert rep.sections["tide"].pools == [] and "no cpu forecast" in rep.skipped["TideNodePool/pool-a"]
     assert not [r for r in fake.writes() if "/nodes/" in r.path or "tidenodepools" in r.path]
     assert fake.evictions() == []
 
@@ -209,7 +209,7 @@ def test_stale_history_freezes_the_run_before_any_move(api):
     fake, kube = api(night_objects())
     now = pd.Timestamp("2026-11-01T23:00:00Z")
     rep = run(kube, now, history(now - pd.Timedelta("2h")))
-    assert rep.outcome == FROZEN and rep.tide == []
+    assert rep.outcome == FROZEN and "tide" not in rep.sections
     assert fake.writes() == [] and fake.evictions() == []
 
 
@@ -218,7 +218,7 @@ def test_a_node_patch_that_conflicts_leaves_that_node_undrained(api):
     fake.fail("PATCH", r"/api/v1/nodes/n1$", 409, times=5)  # someone changed n1 since it was read
     now = pd.Timestamp("2026-11-01T23:00:00Z")
     rep = run(kube, now, history(now))
-    (entry,) = rep.tide
+    (entry,) = rep.sections["tide"].pools
     assert entry["failed_moves"] == ["n1"] and OFF not in labels(fake, "n1")
     assert "web-0" not in {e["pod"] for e in entry["evictions"]}  # no eviction before its node is tainted
     assert not [r for r in fake.evictions() if r.path.endswith("/pods/web-0/eviction")]
@@ -281,7 +281,7 @@ def test_pods_pending_on_no_node_count_as_demand_on_the_pool(api):
         objs.append(p)
     fake, kube = api(objs)
     now = pd.Timestamp("2026-11-01T23:00:00Z")
-    (entry,) = run(kube, now, history(now)).tide
+    (entry,) = run(kube, now, history(now)).sections["tide"].pools
     # 2 x 1000m web + 7 x 500m api + 100m daemon = 5.6 cores x 1.25 headroom: 2 nodes, so one tide node stays
     assert entry["needed_nodes"][0] == 2
     assert [m["node"] for m in entry["moves"]] == ["n3", "n1"]
@@ -294,7 +294,7 @@ def test_a_node_two_pools_select_is_moved_by_one_only(api):
     fake, kube = api(night_objects() + [other])
     now = pd.Timestamp("2026-11-01T23:00:00Z")
     rep = run(kube, now, history(now), apply=False)
-    assert [e["pool"] for e in rep.tide] == ["pool-a"]  # pool-b: every node it selects is pool-a's
+    assert [e["pool"] for e in rep.sections["tide"].pools] == ["pool-a"]  # pool-b: every node it selects is pool-a's
     assert "no reserved-online or tide node" in rep.skipped["TideNodePool/pool-b"]
 
 
@@ -309,5 +309,5 @@ def test_the_kill_switch_stops_every_tide_move(api, tmp_path):
     loop = ServingLoop(s, source_of(history(now)), ApiCluster(kube, ("TideNodePool", "PodDisruptionBudget")),
                        ApiSink(kube), clock=lambda: now)
     rep = loop.run_once()
-    assert rep.outcome == "killed" and rep.tide == []
+    assert rep.outcome == "killed" and rep.sections["tide"].pools == []
     assert fake.writes() == [] and fake.evictions() == []

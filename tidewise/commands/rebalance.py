@@ -1,13 +1,15 @@
 """`tidewise rebalance` — one run of the serving loop's rebalance step, for review: which pods would
 move off nodes whose forecast peak will be hot, and why every other pod on them stays. Prints the
 plan as a table and writes it as JSON; evicts only with --apply (through the Eviction API, so that
-disruption budgets hold). VPA, HPA and node decisions are made (the forecasts are shared) but never
-written here: that is `tidewise serve`'s job."""
+disruption budgets hold). The serving loop built with the rebalance feature alone: no VPA, HPA or
+node decision is made or written here (that is `tidewise serve`'s job)."""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+
+FEATURE = "rebalance"  # the one feature of this command's loop (autoscaler/features/rebalance.py)
 
 HELP = """\
 Read history and the cluster as `tidewise serve` does, forecast every pod's workload over
@@ -51,21 +53,16 @@ def _serve_args(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The serving loop built with one feature, rebalance: one run, nothing written but its evictions."""
     from contracts.errors import InputError
-    from predictor.durations import parse_duration
-    from tidewise.commands import serve
+    from tidewise.commands.serve import loop_inputs
     from tidewise.paths import check_output_path
 
     if args.apply and args.cluster_state:
         raise InputError("--apply evicts through the API: read the cluster from it too (drop --cluster-state)")
     check_output_path(args.out, what="--out")
-    sargs = _serve_args(args)
-    settings = serve._settings(sargs)
-    step = parse_duration(settings.loop.step, what="--step")
-    serve._check_args(sargs, settings)
-    serve._check_paths(sargs, settings)
-    source = serve._source(sargs)
-    clock = serve._clock(sargs, step)
+    settings, _, source, clock = loop_inputs(_serve_args(args))
+    from autoscaler.features import extra_kinds, features
     from autoscaler.input.cluster import FileCluster, load_cluster_state
     from autoscaler.output.eviction import Evictor
     from autoscaler.output.sinks import DryRunSink
@@ -80,10 +77,11 @@ def run(args: argparse.Namespace) -> int:
         from autoscaler.kube import Kube
 
         kube = Kube.from_config(args.kubeconfig)
-        cluster = ApiCluster(kube, serve._extra_kinds(settings))  # type: ignore[assignment]
+        kinds = extra_kinds(tuple(f for f in features(settings) if f.name == FEATURE))
+        cluster = ApiCluster(kube, kinds)  # type: ignore[assignment]
     evictor = Evictor(kube, dry_run=not args.apply, per_minute=settings.rebalance.per_minute)
     loop = ServingLoop(settings, source, cluster, DryRunSink(), registry_dir=args.registry, clock=clock,
-                       evictor=evictor)
+                       evictor=evictor, only=(FEATURE,))
     rep = loop.run_once()
     return _report(args, rep)
 
@@ -92,7 +90,7 @@ def _report(args: argparse.Namespace, rep) -> int:
     """Table on stdout, JSON in --out; 1 when the run froze, the plan failed or an eviction failed."""
     from contracts.atomic import write_text_atomic
 
-    result = rep.rebalance
+    result = rep.sections.get(FEATURE)  # routines/rebalance.RebalanceResult, when the plan was made
     doc = {"now": str(rep.now), "outcome": rep.outcome, "reason": rep.reason, "dry_run": not args.apply,
            **(result.as_dict() if result is not None else {"hot": {}, "moves": [], "kept": {}, "note": ""}),
            "skipped": rep.skipped}

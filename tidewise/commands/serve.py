@@ -146,24 +146,18 @@ def _metrics_address(args: argparse.Namespace) -> tuple[str, int]:
         raise InputError(f"--metrics-address {exc}") from None
 
 
-def _report_dict(rep) -> dict:
-    return {
+def _report_dict(rep, features) -> dict:
+    """The --report JSON: the run, then each feature's blocks (autoscaler/features: vpa, hpa, nodes, ...)."""
+    doc = {
         "now": str(rep.now), "outcome": rep.outcome, "reason": rep.reason, "registry": rep.registry,
         "steps": [{"name": s.name, "seconds": round(s.seconds, 4), "ok": s.ok, "detail": s.detail} for s in rep.steps],
         "writes": [{"object": r.key, "outcome": r.outcome, "detail": r.detail} for r in rep.results],
         "problems": rep.problems(), "changed_outside": rep.drifted,
         "skipped": rep.skipped, "held": rep.held,
-        "vpa": {d.key: d.reasons() for d in rep.vpa},
-        "hpa": {d.key: {"minReplicas": d.min_replicas, "predicted": d.predicted, "reason": d.reason.summary()}
-                for d in rep.hpa},
-        "nodes": {p.node: {"reclaimed_millicpu": p.reclaimed_millicpu,
-                           "reclaimed_memory_bytes": p.reclaimed_memory_bytes, "reasons": p.reasons} for p in rep.reclaim},
-        "rebalance": rep.rebalance.as_dict() if rep.rebalance is not None else None,
-        "tide": rep.tide,
-        "ihpa": {d.key: {"desiredReplicas": d.hpa.min_replicas, "scaleStrategy": d.strategy,
-                         "reason": d.hpa.reason.summary()} for d in rep.ihpa},
-        "spd": sorted(f"{o['metadata']['namespace']}/{o['metadata']['name']}" for o, _ in rep.spd),
     }
+    for f in sorted(features, key=lambda f: f.report_rank):
+        doc.update(f.report(rep))
+    return doc
 
 
 def _check_args(args: argparse.Namespace, settings) -> None:
@@ -202,6 +196,18 @@ def _check_paths(args: argparse.Namespace, settings) -> None:
         if not args.registry:
             raise InputError("--registry-key is only used with --registry DIR")
         read_key(settings.loop.registry_key_file)  # a missing or short key is a usage error now, not a refused registry later
+
+
+def loop_inputs(args: argparse.Namespace):  # -> (ServeSettings, step, HistorySource, clock)
+    """What a command running the serving loop (`serve`, `rebalance`) takes from its flags: the
+    settings, the step, the history source and the clock, each checked (a usage mistake exits 2)."""
+    from predictor.durations import parse_duration
+
+    settings = _settings(args)
+    step = parse_duration(settings.loop.step, what="--step")
+    _check_args(args, settings)
+    _check_paths(args, settings)
+    return settings, step, _source(args), _clock(args, step)
 
 
 def _source(args: argparse.Namespace):  # -> HistorySource
@@ -246,15 +252,9 @@ def _clock(args: argparse.Namespace, step):  # -> Callable[[], pd.Timestamp] | N
 
 def _extra_kinds(settings) -> tuple[str, ...]:
     """The optional kinds (autoscaler/model/cluster.py OPTIONAL_KINDS) the enabled features read."""
-    kinds: list[str] = []
-    if settings.rebalance.enabled:
-        kinds.append("PodDisruptionBudget")  # budgets are checked before an eviction is asked for
-    if settings.tide.enabled:
-        kinds += ["TideNodePool", "PodDisruptionBudget"]
-    from autoscaler.settings import katalyst_kinds
+    from autoscaler.features import extra_kinds, features
 
-    kinds += katalyst_kinds(settings.spd, settings.ihpa)  # Katalyst SPDs and IHPAs (a missing CRD means none)
-    return tuple(dict.fromkeys(kinds))
+    return extra_kinds(features(settings))
 
 
 def _cluster_and_sink(args: argparse.Namespace, kinds: tuple[str, ...] = ()):  # -> (Kube | None, ClusterReader, Sink)
@@ -329,7 +329,7 @@ def _once(args: argparse.Namespace, loop, sink) -> int:
     if args.report:
         from contracts.atomic import write_text_atomic
 
-        write_text_atomic(args.report, json.dumps(_report_dict(rep), indent=1, default=str))
+        write_text_atomic(args.report, json.dumps(_report_dict(rep, loop.features), indent=1, default=str))
     problems = rep.problems()
     for line in problems[:50]:
         print(f"  not done: {line}", file=sys.stderr)

@@ -1,0 +1,118 @@
+"""What may be written, decided in one place (issue 23): every feature's changes pass through it.
+
+- change limit: a VPA target moves at most `guardrails.max_decrease_ratio` / `max_increase_ratio`
+  from what is published (applied to the decision, so its reason names the step);
+- dead band: a VPA decision whose every target is within `vpa.min_change` of the published one is
+  not worth a write;
+- selection: a change to an object outside `serve.select` is dropped and named in `skipped`;
+- drift: a change equal to the one this loop last wrote is not written again, and an object changed
+  outside Tidewise since that write is forgotten and decided again (`drift.py`'s memory);
+- cool-down: an object rewritten less than `guardrails.cooldown` ago is held, except in its safe direction;
+- kill switch: while it is engaged, everything is held (the run is KILLED; ACT features move nothing).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+import pandas as pd
+
+from autoscaler.logic.guardrails import Cooldown, limit_vpa_decision, read_kill_switch
+from autoscaler.model.cluster import ClusterState, meta
+from autoscaler.model.decisions import VpaDecision
+from autoscaler.model.views import VpaView
+from autoscaler.output.objects import Change
+from autoscaler.output.sinks import DRY_RUN, WRITTEN, WriteResult
+from autoscaler.routines.context import KILLED, RunReport, parse_duration
+from autoscaler.routines.drift import WriteMemory, vpa_targets
+from autoscaler.settings import ServeSettings
+
+log = logging.getLogger(__name__)
+Targets = Mapping[tuple[str, str], int]
+
+
+def not_selected(rep: RunReport, key: str, why: str, sink: Any = None) -> None:
+    """One unselected write: in the report's `skipped`, the log and the file sink's decisions.json."""
+    rep.skipped[key] = why
+    log.info("%s: %s", key, why)
+    reasons = getattr(sink, "reasons", None)
+    if isinstance(reasons, dict):
+        reasons[key] = {"skipped": why}
+
+
+def _subject(c: Change, state: ClusterState, before: dict[str, Any]) -> Any:
+    """The object whose labels, namespace and annotations decide whether `c` may be written: the live
+    object changed, or for a Katalyst CNR its Node and for a ResourceRecommend its VPA."""
+    if c.kind == "CustomNodeResource":
+        return before.get(f"Node/{c.name}") or next((n for n in state.nodes if meta(n).get("name") == c.name), None)
+    if c.kind == "ResourceRecommend":
+        return before.get(f"VerticalPodAutoscaler/{c.namespace}/{c.name}")
+    return before.get(c.key) or c.obj
+
+
+class ChangePolicy:
+    """The rules above and the memory they keep between runs (the writes, the cool-downs)."""
+
+    def __init__(self, settings: ServeSettings, memory: WriteMemory | None = None) -> None:
+        self.settings = settings
+        self.memory = memory if memory is not None else WriteMemory()
+        self.cooldown = Cooldown(parse_duration(settings.guardrails.cooldown, what="cooldown"))
+
+    # decisions ----------------------------------------------------------------------------------
+    def published(self, vpa: VpaView) -> Targets:
+        """The VPA's targets as published: what this loop last wrote (fresher than a read), else its status."""
+        return self.memory.vpa_written.get(vpa.key) or vpa.published()
+
+    def limit(self, decision: VpaDecision, vpa: VpaView) -> VpaDecision:
+        """The change limit, from what is published."""
+        g = self.settings.guardrails
+        return limit_vpa_decision(decision, self.published(vpa), vpa.obj, g.max_decrease_ratio, g.max_increase_ratio)
+
+    def within_dead_band(self, new: Targets, prev: Targets) -> bool:
+        """Every target within the dead band of the one published: not worth a write."""
+        min_change = self.settings.vpa.min_change
+        return bool(prev) and set(prev) == set(new) and \
+            all(abs(t - prev[k]) < min_change * prev[k] for k, t in new.items())
+
+    # changes ------------------------------------------------------------------------------------
+    def forget_changed_outside(self, state: ClusterState) -> dict[str, str]:
+        return self.memory.forget_changed_outside(state, self.settings.reclaim)
+
+    def admit(self, rep: RunReport, candidates: list[Change], state: ClusterState, now: pd.Timestamp,
+              before: dict[str, Any], sink: Any = None) -> str:
+        """Sets `rep.changes` to what may be written this run, `rep.held` to what a rule held."""
+        allowed = []
+        for c in candidates:
+            why = self.settings.select.why_not(c.kind, _subject(c, state, before))
+            if why is not None:
+                not_selected(rep, c.key, why, sink)
+                continue
+            if self.memory.already_written(c):
+                continue
+            if self.cooldown.allows(c.key, now, c.safe_direction):
+                allowed.append(c)
+            else:
+                rep.held[c.key] = f"cool-down {self.settings.guardrails.cooldown} since the last write"
+        rep.changes = allowed
+        switch = read_kill_switch(self.settings.guardrails.kill_switch_file)
+        if switch.engaged:
+            rep.outcome, rep.reason, rep.kill_deliberate = KILLED, switch.reason, switch.deliberate
+            for c in allowed:
+                rep.held[c.key] = "kill switch"
+            (log.warning if switch.deliberate else log.error)("%s: %d changes not written", switch.reason, len(allowed))
+        return f"{len(allowed)} changes, {len(rep.held)} held"
+
+    def record(self, rep: RunReport, results: list[WriteResult], now: pd.Timestamp, before: dict[str, Any],
+               lands: bool) -> None:
+        """After the writes: each written (or dry-run) change starts its cool-down and is remembered as
+        the next read should show it (`lands`: the sink's writes show in the cluster)."""
+        vpa_by_key = {d.key: d for d in rep.vpa}
+        for c, res in zip(rep.changes, results):
+            if res.outcome in (WRITTEN, DRY_RUN):
+                self.cooldown.record(c.key, now)
+                shown = c.obj if lands and res.outcome == WRITTEN else before.get(c.key)
+                self.memory.remember(c, shown, vpa_by_key[c.key] if c.kind == "VerticalPodAutoscaler" else None,
+                                     self.settings.reclaim)
+
+
+__all__ = ["ChangePolicy", "not_selected", "vpa_targets"]
