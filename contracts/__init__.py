@@ -13,6 +13,7 @@ for numpy or pandas (its memory budget is 80 MiB), and a name defined here is de
 - `eviction_markers`: the pod markers that refuse an eviction (`safe-to-evict`, `tidewise.io/evict`,
   local storage), read alike by serve and the node agent;
 - `reclaim`: the reclaim plan serve publishes and the agent enforces, and its annotation schema.
+- `annotations`: every `tidewise.io/` annotation key, defined once;
 - `atomic`: safe output paths and atomic file writes (temp file, fsync, rename), for serve's
   outputs, the predictor's files and the agent's checkpoint alike.
 """

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from contracts.annotations import EVICT_ANNOTATION as OPT_OUT
+
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 SAFE_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"  # "vol-a,vol-b"
-OPT_OUT = "tidewise.io/evict"
 FALSE_WORDS = frozenset({"false", "0", "no", "off", "n", "f"})
 TRUE_WORDS = frozenset({"true", "1", "yes", "on", "y", "t"})
 # which pods with local storage may be evicted: none ("never", the default: their data is lost),

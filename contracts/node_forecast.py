@@ -28,10 +28,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from contracts.annotations import FORECAST_ANNOTATION
 from contracts.errors import InputError
 from contracts.reclaim import CLOCK_SKEW, utc
 
-FORECAST_ANNOTATION = "tidewise.io/node-forecast"
 FORECAST_SCHEMA = 1
 SERIES = ("online_cpu_millicores", "online_memory_bytes", "reclaimable_millicpu", "reclaimable_memory_bytes")
 MAX_STEPS = 24 * 14  # a fortnight of hours: a larger array is refused as a malformed (or hostile) annotation

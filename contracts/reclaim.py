@@ -18,9 +18,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
+from contracts.annotations import PLAN_ANNOTATION
 from contracts.errors import InputError
 
-PLAN_ANNOTATION = "tidewise.io/reclaim-plan"
 PLAN_SCHEMA = 1
 CLOCK_SKEW = dt.timedelta(minutes=5)  # a plan "generated" up to this far ahead of the agent's clock is accepted
 

@@ -15,9 +15,9 @@ from typing import Any, Mapping
 
 from contracts.durations import duration_seconds
 from contracts.qos import RECLAIMED_MEMORY, RECLAIMED_MILLICPU, QosLevel, parse_qos
+from contracts.annotations import DURATION_ANNOTATION
 from contracts.quantity import parse_cpu_millis, parse_memory_bytes, parse_quantity
 
-DURATION_ANNOTATION = "tidewise.io/expected-duration"
 DEFAULT_SECONDS = {"batch": 3600.0, "online": 86400.0}  # module docstring: 1 h batch, 24 h online
 
 

@@ -18,6 +18,7 @@ import pandas as pd
 import yaml
 
 from autoscaler.settings import ServeSettings
+from contracts.annotations import MANAGE_ANNOTATION, NUMA_ANNOTATION
 from contracts.quantity import cores_to_millicpu, format_bytes, format_millicpu
 from contracts.atomic import write_text_atomic
 from predictor.pipeline.forecasting import ForecastRequest, forecast_history, forecasts_to_frame
@@ -52,8 +53,7 @@ def cluster_objects(cluster: SyntheticCluster, recommender: str = "tidewise") ->
         objs.append({"apiVersion": "v1", "kind": "Node",
                      "metadata": {"name": n.name, "labels": {"kubernetes.io/hostname": n.name},
                                   # the demo cluster opts its nodes and HPAs in (serve.select, docs/serve-vpa.md)
-                                  "annotations": {"tidewise.io/numa-nodes": str(n.numa_nodes),
-                                                  "tidewise.io/manage": "true"}},
+                                  "annotations": {NUMA_ANNOTATION: str(n.numa_nodes), MANAGE_ANNOTATION: "true"}},
                      "status": {"capacity": cap, "allocatable": alloc}})
     for w in cluster.workloads:
         labels = {"app": w.name}
@@ -77,7 +77,7 @@ def cluster_objects(cluster: SyntheticCluster, recommender: str = "tidewise") ->
             vpa_spec["resourcePolicy"] = {"containerPolicies": [{"containerName": "*", "controlledResources": ["memory"]}]}
             objs.append({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
                          "metadata": {"name": w.name, "namespace": w.namespace,
-                                      "annotations": {"tidewise.io/manage": "true"}},
+                                      "annotations": {MANAGE_ANNOTATION: "true"}},
                          # minReplicas 1: the user's floor; Tidewise raises it ahead of each peak
                          "spec": {"scaleTargetRef": ref, "minReplicas": 1, "maxReplicas": w.replicas * 4,
                                   "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {

@@ -14,14 +14,14 @@ from typing import Any, Mapping
 import pandas as pd
 
 from autoscaler.model.cluster import Obj, container_requests, meta
+from contracts.annotations import USER_MIN_ANNOTATION as ANNOTATION_USER_MIN
 from contracts.qos import QOS_ANNOTATION, QosReporter, parse_qos, qos_level
 from contracts.quantity import to_units
 from predictor.history import History
 from predictor.types import SeriesKey
 
 WorkloadKey = tuple[str, str, str]  # (namespace, kind, name)
-# serve raises an HPA's minReplicas; the floor the user set is kept here to return to
-ANNOTATION_USER_MIN = "tidewise.io/user-min-replicas"
+# serve raises an HPA's minReplicas; the floor the user set is kept in ANNOTATION_USER_MIN to return to
 
 
 def _ref_key(namespace: str, ref: Any) -> WorkloadKey | None:

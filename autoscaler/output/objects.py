@@ -15,6 +15,7 @@ from autoscaler.model.cluster import Obj, meta
 from autoscaler.model.decisions import HpaDecision, VpaDecision
 from autoscaler.model.views import ANNOTATION_USER_MIN
 from autoscaler.settings import ReclaimSettings
+from contracts.annotations import REASON_ANNOTATION as ANNOTATION_REASON
 from contracts.node_forecast import FORECAST_ANNOTATION, FORECAST_SCHEMA, NodeForecast, forecast_annotation
 from contracts.quantity import format_units
 from predictor.durations import parse_duration
@@ -24,7 +25,6 @@ from contracts.reclaim import PLAN_ANNOTATION, PLAN_SCHEMA, ReclaimPlan, plan_do
 __all__ = ["ANNOTATION_REASON", "ANNOTATION_USER_MIN", "PLAN_ANNOTATION", "PLAN_SCHEMA", "Change", "cnr_change",
            "hpa_change", "node_change", "plan_document", "published", "resource_recommend_change", "vpa_change"]
 
-ANNOTATION_REASON = "tidewise.io/reason"
 CONDITION_REASON = "TidewiseForecast"
 MAX_MESSAGE = 1000  # condition messages stay readable in `kubectl describe`
 

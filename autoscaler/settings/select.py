@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from contracts.annotations import MANAGE_ANNOTATION
 from contracts.errors import InputError
 from contracts.selector import Selector, parse_selector
 
-MANAGE_ANNOTATION = "tidewise.io/manage"
 KIND_KEYS = {  # API kind written -> the serve.select key that governs it
     "VerticalPodAutoscaler": "vpa", "ResourceRecommend": "vpa", "HorizontalPodAutoscaler": "hpa",
     "Node": "node", "CustomNodeResource": "node", "ServiceProfileDescriptor": "spd",

@@ -9,6 +9,7 @@ from autoscaler.settings.katalyst import IhpaSettings, SpdSettings
 from autoscaler.settings.rebalance import RebalanceSettings
 from autoscaler.settings.select import SelectSettings
 from autoscaler.settings.tide import TideSettings
+from contracts.annotations import NUMA_ANNOTATION
 from contracts.qos import QOS_ANNOTATION, RECLAIMED_MEMORY, RECLAIMED_MILLICPU
 
 MIB = 2**20
@@ -120,7 +121,7 @@ class ReclaimSettings:
     write_node_status: bool = True  # patch nodes/status capacity and allocatable
     write_cnr: bool = False  # also a Katalyst CustomNodeResource status (when that CRD is present)
     qos_annotation: str = QOS_ANNOTATION
-    numa_annotation: str = "tidewise.io/numa-nodes"  # node annotation: NUMA node count when known
+    numa_annotation: str = NUMA_ANNOTATION  # node annotation: NUMA node count when known
     # the node forecast (tidewise.io/node-forecast) the scheduler extender reads: a day, so the daily tide is in it
     forecast_horizon: str = "24h"  # "" writes none (and forecasts only the windows above)
     forecast_step: str = "1h"  # each step's highest value: 24 numbers a resource, ~1 KiB a node

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contracts.annotations import TIDE_MOVED_ANNOTATION
 from contracts.eviction_markers import check_rule
 from predictor.durations import parse_duration
 
@@ -45,7 +46,7 @@ class TideSettings:
     # online pods with emptyDir/hostPath volumes lose that data when a lent node is drained: "never"
     # (kept, and the node is not lent), "memory" (emptyDir in memory may go) or "always"
     evict_local_storage: str = "never"
-    moved_annotation: str = "tidewise.io/tide-moved-at"  # on each node: when Tidewise last moved it (dwell)
+    moved_annotation: str = TIDE_MOVED_ANNOTATION  # on each node: when Tidewise last moved it (dwell)
 
     def check(self) -> None:
         """ValueError (InputError for a duration) naming the first setting that cannot work."""

@@ -17,12 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from contracts.annotations import IO_ANNOTATION
 from contracts.errors import InputError
 from contracts.quantity import parse_memory_bytes
 from node_enforcer.model.devices import BlockDevice
 from contracts.qos import json_object_annotation
 
-IO_ANNOTATION = "tidewise.io/io-limits"
 LIMIT_KEYS = ("read_bps", "write_bps", "read_iops", "write_iops")
 
 
