@@ -60,11 +60,11 @@ class IhpaView(ObjectView):
         spec = self.obj.get("spec")
         return str((spec.get("scaleStrategy") if isinstance(spec, dict) else None) or "Preview")
 
-    def time_bounds(self) -> Any:
+    def time_bounds(self) -> object:
         """spec.timeBounds as written (None when absent)."""
         return self.spec.get("timeBounds")
 
-    def desired_replicas(self) -> Any:
+    def desired_replicas(self) -> object:
         """status.desiredReplicas as written (None when absent)."""
         return self.status.get("desiredReplicas")
 

@@ -89,7 +89,7 @@ class VpaView(ObjectView):
         """spec.resourcePolicy.containerPolicies ([] when there are none)."""
         return (self.spec.get("resourcePolicy") or {}).get("containerPolicies") or []
 
-    def container_recommendations(self) -> Any:
+    def container_recommendations(self) -> object:
         """status.recommendation.containerRecommendations as written (None when there is none)."""
         rec = self.status.get("recommendation")
         return rec.get("containerRecommendations") if isinstance(rec, dict) else None
@@ -146,7 +146,7 @@ class HpaView(ObjectView):
         """spec.metrics ([] when absent: the caller applies its default target)."""
         return self.spec.get("metrics") or []
 
-    def written_min_replicas(self) -> Any:
+    def written_min_replicas(self) -> object:
         """spec.minReplicas as the cluster holds it (1, the API's default, when unset; None without a spec)."""
         spec = self.obj.get("spec")
         return spec.get("minReplicas", 1) if isinstance(spec, dict) else None
@@ -208,7 +208,7 @@ class NodeView(ObjectView):
         return not spec.get("unschedulable") and not any(
             t.get("effect") in ("NoSchedule", "NoExecute") for t in spec.get("taints") or [] if isinstance(t, dict))
 
-    def allocatable_written(self) -> dict[str, Any]:
+    def allocatable_written(self) -> dict[str, object]:
         """status.allocatable as the cluster holds it ({} when absent)."""
         alloc = self.status.get("allocatable")
         return alloc if isinstance(alloc, dict) else {}
@@ -228,7 +228,7 @@ class PdbView(ObjectView):
     def disruptions_allowed(self) -> int:
         return int(self.status.get("disruptionsAllowed", 0) or 0)
 
-    def selector(self) -> Any:
+    def selector(self) -> object:
         """spec.selector as written (a label selector; None when absent)."""
         return self.spec.get("selector")
 
