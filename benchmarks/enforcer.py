@@ -170,7 +170,7 @@ def _bench_agent(tree, tmp: str, node: str, pods_file: str, dev: str, cnr: _CnrS
 
 def bench_reconcile_and_rss(quick: bool) -> dict:
     from node_enforcer.collect.pods import pods_from_objects
-    from node_enforcer.testing.realcgroups import RealTree
+    from testsupport.realcgroups import RealTree
 
     out: dict = {}
     node = "bench-node"
@@ -235,9 +235,9 @@ def _agent_rss(tmp: str, node: str, tree, extra: list[str], quick: bool, env: di
 def _agent_rss_api(tmp: str, node: str, tree, objs: list[dict], quick: bool, extra: list[str]) -> float:
     import yaml
 
-    from node_enforcer.testing.fake_api import FakeApi
+    from testsupport.kube_fake import FakeApiServer
 
-    with FakeApi(objs) as fake:
+    with FakeApiServer.of_node(objs) as fake:
         kubeconfig = os.path.join(tmp, "kubeconfig")
         with open(kubeconfig, "w") as fh:
             yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "fake",
@@ -246,8 +246,9 @@ def _agent_rss_api(tmp: str, node: str, tree, objs: list[dict], quick: bool, ext
                             "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}, fh)
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
         rss = _agent_rss(tmp, node, tree, ["--pods-from", "api", "--kubeconfig", kubeconfig, *extra], quick, env=env)
-        assert any(r["path"] == "/api/v1/pods" for r in fake.requests), "the agent never listed pods"
-        assert node in fake.cnrs and fake.cnrs[node].get("status"), "the agent never published its topology"
+        assert any(r.path == "/api/v1/pods" for r in fake.requests), "the agent never listed pods"
+        cnrs = fake.objects_of("CustomNodeResource")
+        assert node in cnrs and cnrs[node].get("status"), "the agent never published its topology"
     return rss
 
 

@@ -3,7 +3,7 @@
 The fleet is the serving-scale benchmark's (benchmarks/serving.py: `generate_cluster`, 96-core
 nodes, `studies.demo.cluster_objects`), its history backfilled into a real Prometheus
 (tests/integration/prometheus_server.py) that is killed and restarted on a seeded schedule. The API
-is tests/autoscaler/fake_apiserver.py with the faults of benchmarks/soak_faults.py (409, 429, 5xx,
+is testsupport/kube_fake.py with the faults of benchmarks/soak_faults.py (409, 429, 5xx,
 slow answers, cut watches, 410 Gone). Serve runs in its own process (benchmarks/soak_serve.py) as
 `tidewise serve --apply` runs it, one run per simulated minute (longer after a freeze: its back-off).
 

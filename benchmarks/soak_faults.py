@@ -4,7 +4,7 @@
 (so that the last decisions can be checked against the fake once everything recovered):
 Prometheus outages (killed, restarted later), and API fault windows — 409 Conflict, 429 Too Many
 Requests (Retry-After 1 s), 500/503, slow answers — plus single cut watches and 410 Gone
-(compaction, then a cut). `FaultyApiServer` is `tests/autoscaler/fake_apiserver.FakeApiServer`
+(compaction, then a cut). `FaultyApiServer` is `testsupport.kube_fake.FakeApiServer`
 with a delay before each answer, a compact log of every write's answer (for the duplicate count)
 and a trim of the watch events its one consumer already has (a day of writes would otherwise grow
 the fake, and its per-event scan, without bound).
@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.autoscaler.fake_apiserver import FakeApiServer
+from testsupport.kube_fake import FakeApiServer
 
 # what a fault window hits: (method, path regex)
 # (the kinds written at every 5-minute step: a window of one step always meets some of these)

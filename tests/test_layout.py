@@ -19,11 +19,15 @@ FORBIDDEN = {
     "reports": {"contracts", "predictor", "training", "autoscaler", "node_enforcer", "tidewise", "studies",
                 "kubernetes"},
     # a benchmark measures the shipped code; what it needs from tests moves into the package or benchmarks/
-    "benchmarks": {"tests"},
+    "benchmarks": {"tests", "testsupport"},
 }
-# ... except the soak (issue 22), which runs serve against the project's fakes of its surroundings (the API
-# server fake, the Prometheus launcher): they are the environment it is measured in, not the code measured
-TEST_SUPPORT_USERS = {os.path.join("benchmarks", f) for f in ("soak.py", "soak_faults.py")}
+# ... except benchmarks run against fakes of their surroundings (testsupport/: the API fake, the cgroup tree;
+# the soak, issue 22: tests/'s Prometheus launcher): the environment measured in. File -> what it may import.
+TEST_SUPPORT_USERS = {os.path.join("benchmarks", "soak.py"): {"tests"},
+                      os.path.join("benchmarks", "soak_faults.py"): {"testsupport"},
+                      os.path.join("benchmarks", "enforcer.py"): {"testsupport"}}
+# issue 23 item 7: what tests stand on is one package, never shipped (tests/integration/test_wheel.py)
+TEST_SUPPORT = "testsupport"
 SIM_STUDIES = ("colocation", "tide", "rebalance")
 SERVE_LAYERS = ("model", "logic", "input", "output", "routines", "kube", "kube_cluster", "metrics")
 # Inside the node agent, policy is pure (topology + pods + plan in, a plan out): it reads neither
@@ -83,7 +87,7 @@ def test_packages_respect_the_import_rules():
     bad = []
     for pkg, forbidden in FORBIDDEN.items():
         for path in python_files(pkg):
-            exempt = {"tests"} if os.path.relpath(path, ROOT) in TEST_SUPPORT_USERS else set()
+            exempt = TEST_SUPPORT_USERS.get(os.path.relpath(path, ROOT), set())
             bad += [f"{os.path.relpath(path, ROOT)} imports {m}" for m in imports_of(path) if m in forbidden - exempt]
     assert not bad, bad
 
@@ -132,6 +136,7 @@ def test_the_incremental_history_knows_no_particular_source():
 # issue 11: rooms stay small enough to read in one sitting
 SIZED = ("contracts", "predictor", "training", "autoscaler", "extender", "node_enforcer", "tidewise", "studies", "benchmarks")
 SIZED += ("reports",)  # issue 23: the HTML page helper's own package
+SIZED += (TEST_SUPPORT,)
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 
@@ -369,4 +374,25 @@ def test_only_the_features_package_names_a_feature_module():
     bad = [f"{rel} imports {m}" for pkg in ("autoscaler", "tidewise", "studies", "benchmarks") for p in python_files(pkg)
            if not (rel := os.path.relpath(p, ROOT)).startswith(os.path.join("autoscaler", "features"))
            for m in modules_of(p) if m in FEATURE_MODULES or (rel in FEATURE_BLIND and m in FEATURE_ROUTINES)]
+    assert not bad, bad
+
+
+def shipped_packages():
+    """The top-level packages pyproject's packages.find ships (its include list)."""
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as fh:
+        return {p.rstrip("*") for p in tomllib.load(fh)["tool"]["setuptools"]["packages"]["find"]["include"]}
+
+
+def test_no_shipped_package_imports_the_tests_or_their_support():
+    assert os.path.isdir(os.path.join(ROOT, TEST_SUPPORT)) and TEST_SUPPORT not in shipped_packages()
+    bad = [f"{os.path.relpath(path, ROOT)} imports {m}" for pkg in sorted(shipped_packages())
+           for path in python_files(pkg) for m in imports_of(path) if m in {"tests", TEST_SUPPORT}]
+    assert not bad, bad
+
+
+def test_the_test_support_package_stands_without_the_tests():
+    bad = [f"{os.path.relpath(path, ROOT)} imports {m}" for path in python_files(TEST_SUPPORT)
+           for m in imports_of(path) if m == "tests"]
     assert not bad, bad

@@ -103,7 +103,7 @@ def record_serving_side(calls: set[str], kinds: set[str]) -> set[Rule]:
 
     from autoscaler.kube import Kube
     from contracts.kube_errors import KubeError
-    from tests.autoscaler.fake_apiserver import FakeApiServer
+    from testsupport.kube_fake import FakeApiServer
 
     fake = FakeApiServer([]).start()
     cfg = client.Configuration()
@@ -160,25 +160,25 @@ def used_by_extender() -> set[Rule]:
 def used_by_agent() -> set[Rule]:
     from contracts.kube_errors import KubeError
     from node_enforcer.kube import KubeApi
-    from node_enforcer.testing.fake_api import FakeApi
+    from testsupport.kube_fake import FakeApiServer
 
-    calls = called_names(sources("node_enforcer/**/*.py", "tidewise/commands/enforce.py", exclude="node_enforcer/testing"))
+    calls = called_names(sources("node_enforcer/**/*.py", "tidewise/commands/enforce.py", exclude="testsupport"))
     rules: set[Rule] = set()
-    with FakeApi([]) as fake:
+    with FakeApiServer() as fake:
         api = KubeApi(fake.api_client(), node="n1")
         methods = public_methods(KubeApi, {"eviction_body", "pods_informer", "node_informer"})
         for name in sorted(calls & set(methods)):
             if name.startswith("watched_"):
                 w = getattr(api, name)("n1")
                 w.informer.list_fn()  # list; the informer then watches the same call
-                rules.add(rule_of("GET", fake.requests[-1]["path"], "watch=true"))
+                rules.add(rule_of("GET", fake.requests[-1].path, "watch=true"))
                 continue
             args, kw = _sample(getattr(KubeApi, name))
             try:
                 getattr(api, name)(*args, **kw)
             except KubeError:
                 pass
-        rules |= {rule_of(r["method"], r["path"], r["query"]) for r in fake.requests}
+        rules |= {rule_of(r.method, r.path, r.query) for r in fake.requests}
     return rules
 
 

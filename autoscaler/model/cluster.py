@@ -8,8 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from contracts.selector import has_labels
-
 Obj = dict[str, Any]
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet")
@@ -85,7 +83,7 @@ class ClusterState:
             found = None
             for k, v in labels.items():
                 for key, sel in by_label.get((ns, k, str(v)), ()):
-                    if has_labels(sel, labels):
+                    if all(labels.get(a) == b for a, b in sel.items()):
                         found = key
                         break
                 if found:

@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.selector import has_labels
-
 Obj = dict[str, Any]
 Label = tuple[str, str]
 # a taint without an effect: NoSchedule. The drain itself goes through the Eviction API (which
@@ -87,7 +85,8 @@ class TidePool:
                    _taint(wm, "evictOnlinePodTaint"), _taint(wm, "evictOfflinePodTaint"), previous, status)
 
     def selects(self, node: Obj) -> bool:
-        return has_labels(self.selector, (node.get("metadata") or {}).get("labels"))
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        return all(labels.get(k) == v for k, v in self.selector.items())
 
     def is_lent(self, node: Obj) -> bool:
         key, value = self.offline_label or ("", "")

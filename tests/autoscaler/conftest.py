@@ -10,7 +10,7 @@ from studies.demo import MemorySource, cluster_objects
 from autoscaler.model.cluster import ClusterState
 from predictor.history import History, history_from_frame
 from predictor.sources.synthetic import generate_cluster
-from tests.autoscaler.k8s_schemas import CRDS, K8S_SCHEMAS, ROOT, crd_validator, validate_object  # noqa: F401 (re-exported)
+from testsupport.k8s_schemas import CRDS, K8S_SCHEMAS, ROOT, crd_validator, validate_object  # noqa: F401 (re-exported)
 
 STEP = pd.Timedelta("5min")
 END = pd.Timestamp("2026-11-02T00:00:00Z")
@@ -65,7 +65,7 @@ def api_factory():
     from kubernetes import client
 
     from autoscaler.kube import Kube
-    from tests.autoscaler.fake_apiserver import FakeApiServer
+    from testsupport.kube_fake import FakeApiServer
 
     made = []
 

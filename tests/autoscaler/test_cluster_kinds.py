@@ -11,7 +11,7 @@ from autoscaler.input.watched import WatchedCluster
 from autoscaler.kube import Kube
 from contracts.informer import Backoff
 from contracts.kube_errors import KubeError, NotFound
-from tests.autoscaler.fake_apiserver import FakeApiServer
+from testsupport.kube_fake import FakeApiServer
 from tests.conftest import wait_until
 
 POOL = {"apiVersion": "tide.katalyst.kubewharf.io/v1alpha1", "kind": "TideNodePool", "metadata": {"name": "pool-a"},

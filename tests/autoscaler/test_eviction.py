@@ -9,7 +9,7 @@ from kubernetes import client
 
 from autoscaler.kube import Kube
 from autoscaler.output.eviction import Evictor, Move, movable
-from tests.autoscaler.fake_apiserver import FakeApiServer
+from testsupport.kube_fake import FakeApiServer
 
 OWNER = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5f", "uid": "u1", "controller": True}]
 

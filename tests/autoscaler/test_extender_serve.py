@@ -99,7 +99,7 @@ def test_what_serve_writes_through_the_api_is_what_the_extender_reads(objects, h
     from autoscaler.input.cluster import ApiCluster
     from autoscaler.kube import Kube
     from autoscaler.output.sinks import WRITTEN, ApiSink
-    from tests.autoscaler.fake_apiserver import FakeApiServer
+    from testsupport.kube_fake import FakeApiServer
 
     fake = FakeApiServer(objects).start()
     cfg = client.Configuration()

@@ -1,5 +1,5 @@
 """The Kubernetes wrapper and the API sink through the REAL `kubernetes` client, against a local
-HTTP fake of the few endpoints used (tests/autoscaler/fake_apiserver.py): 409 retried with a fresh
+HTTP fake of the few endpoints used (testsupport/kube_fake.py): 409 retried with a fresh
 resourceVersion, 404 skipped, 403 reported, 429 backed off; every object written validates."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from autoscaler.routines.leader import LeaderElector
 from autoscaler.routines.loop import OK, ServingLoop
 from contracts.kube_errors import Conflict, Forbidden, NotFound, TooManyRequests
 from tests.autoscaler.conftest import fast_settings, source_of, validate_object
-from tests.autoscaler.fake_apiserver import FakeApiServer
+from testsupport.kube_fake import FakeApiServer
 
 
 @pytest.fixture

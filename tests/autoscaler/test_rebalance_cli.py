@@ -9,7 +9,7 @@ import json
 import pytest
 
 from predictor.history import write_long
-from tests.autoscaler.fake_apiserver import FakeApiServer
+from testsupport.kube_fake import FakeApiServer
 from tests.conftest import run_cli, write_kubeconfig
 
 

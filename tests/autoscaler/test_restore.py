@@ -16,7 +16,7 @@ from autoscaler.output.sinks import WRITTEN, ApiSink, DryRunSink
 from autoscaler.routines.loop import OK, ServingLoop
 from contracts.quantity import to_units
 from tests.autoscaler.conftest import fast_settings, source_of, validate_object
-from tests.autoscaler.fake_apiserver import FakeApiServer
+from testsupport.kube_fake import FakeApiServer
 
 MILLICPU = "resource.katalyst.kubewharf.io/reclaimed_millicpu"
 

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from predictor.history import write_long
-from tests.autoscaler.fake_apiserver import FakeApiServer
+from testsupport.kube_fake import FakeApiServer
 from tests.conftest import run_cli, write_kubeconfig
 
 

@@ -16,7 +16,7 @@ from autoscaler.output.sinks import ApiSink, DryRunSink
 from autoscaler.routines.loop import FROZEN, ServingLoop
 from predictor.history import history_from_frame, write_long
 from tests.autoscaler.conftest import fast_settings, source_of
-from tests.autoscaler.fake_apiserver import FakeApiServer
+from testsupport.kube_fake import FakeApiServer
 from tests.conftest import run_cli, write_kubeconfig
 
 STEP = pd.Timedelta("5min")

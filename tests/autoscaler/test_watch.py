@@ -12,8 +12,8 @@ from autoscaler.input.cluster import ApiCluster
 from autoscaler.input.watched import KINDS, WatchedCluster
 from autoscaler.kube import Kube
 from contracts.informer import Backoff, Informer, StaleCache
-from tests.autoscaler.fake_apiserver import KINDS as FAKE_KINDS
-from tests.autoscaler.fake_apiserver import FakeApiServer
+from testsupport.kube_objects import KINDS as FAKE_KINDS
+from testsupport.kube_fake import FakeApiServer
 from tests.conftest import wait_until
 
 PLURALS = [FAKE_KINDS[k][1] for k in KINDS]

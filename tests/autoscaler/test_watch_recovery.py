@@ -16,7 +16,7 @@ from extender.server import ExtenderServer
 from extender.service import Extender
 from autoscaler.kube import Kube
 from contracts.informer import Backoff, Informer, StaleCache
-from tests.autoscaler.fake_apiserver import FakeApiServer
+from testsupport.kube_fake import FakeApiServer
 from tests.extender.test_extender import NOW, fixture
 from tests.conftest import wait_until
 

@@ -16,7 +16,7 @@ from extender.service import Extender
 from autoscaler.kube import Kube
 from contracts.node_forecast import FORECAST_ANNOTATION, ForecastRefused, forecast_from_annotation
 from contracts.reclaim import PLAN_ANNOTATION
-from tests.autoscaler.fake_apiserver import FakeApiServer
+from testsupport.kube_fake import FakeApiServer
 from tests.extender.test_extender import NOW, fixture
 from tests.conftest import wait_until
 

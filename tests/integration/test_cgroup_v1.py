@@ -21,8 +21,8 @@ from node_enforcer.enforce.files import DryRunFiles, HostFiles
 from node_enforcer.policy.allocation import PolicySettings
 from node_enforcer.policy.plan import plan
 from node_enforcer.settings import EnforcerSettings
-from node_enforcer.testing import realcgroups as rc
-from node_enforcer.testing.realcgroups import V1_ROOT, CgroupsNotWritable, RealTree, leftovers
+from testsupport import realcgroups as rc
+from testsupport.realcgroups import V1_ROOT, CgroupsNotWritable, RealTree, leftovers
 from tests.node_enforcer.conftest import make_pod
 from tests.node_enforcer.conftest import ROOT
 
@@ -151,7 +151,7 @@ def test_cpuset_move_between_disjoint_sets(tree, topo):
 
 def test_unwritable_cgroups_fail_with_a_clear_message(monkeypatch):
     """The fixture's guard: a hierarchy we cannot write is reported, not skipped."""
-    import node_enforcer.testing.realcgroups as rc
+    import testsupport.realcgroups as rc
 
     monkeypatch.setattr(rc, "V1_ROOT", "/proc/no-cgroups-here")
     with pytest.raises(CgroupsNotWritable, match="need root and a writable cgroup v1 hierarchy"):
@@ -202,7 +202,7 @@ def test_the_first_tree_of_a_run_sweeps_stale_ones(monkeypatch):
 
 def test_a_run_killed_mid_test_leaves_a_tree_that_the_next_run_removes():
     code = ("import sys, time\n"
-            "from node_enforcer.testing.realcgroups import RealTree\n"
+            "from testsupport.realcgroups import RealTree\n"
             "from tests.node_enforcer.conftest import make_pod\n"
             "t = RealTree(1)\n"
             "pids = t.add_pod(make_pod('web', cpu='100m', k8s_qos='Burstable'))\n"

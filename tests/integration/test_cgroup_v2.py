@@ -18,8 +18,8 @@ from node_enforcer.enforce.apply import enforce
 from node_enforcer.enforce.files import HostFiles
 from node_enforcer.policy.allocation import PolicySettings
 from node_enforcer.policy.plan import plan
-from node_enforcer.testing import realcgroups as rc
-from node_enforcer.testing.realcgroups import V2_ROOT, CgroupsNotWritable, RealTree, leftovers
+from testsupport import realcgroups as rc
+from testsupport.realcgroups import V2_ROOT, CgroupsNotWritable, RealTree, leftovers
 from tests.node_enforcer.conftest import make_pod
 
 pytestmark = pytest.mark.integration

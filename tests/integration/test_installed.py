@@ -36,6 +36,21 @@ def test_the_installed_command_is_the_one_under_test(tmp_path):
         assert os.path.dirname(os.path.dirname(__file__)) not in where and "site-packages" in where, where
 
 
+def test_the_installed_package_holds_no_test_support(tmp_path):
+    """What `pip install .` put in the user's virtualenv (tidewise's RECORD) has none of what the tests
+    stand on; tests/integration/test_wheel.py checks a clean build, this one the install itself (a stale
+    `build/` in the checkout would add files that are no longer in the sources)."""
+    if not INSTALLED:
+        pytest.skip("the development install is the checkout itself; TIDEWISE_INSTALLED names a real install")
+    code = "import importlib.metadata as m; print('\\n'.join(str(f) for f in m.files('tidewise')))"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    files = subprocess.run([os.path.join(INSTALLED, "python"), "-c", code], capture_output=True, text=True,
+                           cwd=str(tmp_path), env=env, check=True).stdout.split()
+    assert "tidewise/cli.py" in files
+    leaked = [f for f in files if f.startswith(("testsupport/", "tests/", "node_enforcer/testing/"))]
+    assert not leaked, leaked
+
+
 def test_demo_forecasts_start_after_its_history(tmp_path):
     r = tidewise("demo", "--out", str(tmp_path / "demo"), "--workloads", "4", "--nodes", "2", "--days", "9",
                  cwd=str(tmp_path))

@@ -20,7 +20,7 @@ from node_enforcer.policy.allocation import PolicySettings
 from node_enforcer.policy.io import IoSettings
 from node_enforcer.policy.isolation import IsolationSettings, plan_isolation
 from node_enforcer.policy.plan import plan
-from node_enforcer.testing.realcgroups import V2_ROOT, CgroupsNotWritable, RealTree, leftovers
+from testsupport.realcgroups import V2_ROOT, CgroupsNotWritable, RealTree, leftovers
 from tests.node_enforcer.conftest import make_pod
 
 pytestmark = pytest.mark.integration

@@ -26,7 +26,7 @@ from node_enforcer.policy.allocation import PolicySettings
 from node_enforcer.policy.isolation import IsolationSettings, plan_isolation
 from node_enforcer.policy.network import NetworkSettings
 from node_enforcer.policy.plan import plan
-from node_enforcer.testing.realcgroups import V1_ROOT, CgroupsNotWritable, RealTree
+from testsupport.realcgroups import V1_ROOT, CgroupsNotWritable, RealTree
 from tests.node_enforcer.conftest import make_pod
 
 pytestmark = pytest.mark.integration

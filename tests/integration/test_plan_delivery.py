@@ -25,12 +25,12 @@ from contracts import reclaim as shared_plan
 from node_enforcer.collect import reclaim as agent_reclaim
 from node_enforcer.collect.pods import pod_from_object
 from node_enforcer.collect.topology import read_topology
-from node_enforcer.testing.realcgroups import CgroupsNotWritable, RealTree, leftovers
+from testsupport.realcgroups import CgroupsNotWritable, RealTree, leftovers
 from predictor.history import write_long
 from predictor.sources.synthetic import generate_cluster
 from studies.demo import cluster_objects
 from tests.autoscaler.conftest import validate_object
-from tests.autoscaler.fake_apiserver import FakeApiServer
+from testsupport.kube_fake import FakeApiServer
 from tests.conftest import run_cli, write_kubeconfig
 from tests.node_enforcer.conftest import make_pod_obj
 

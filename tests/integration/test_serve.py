@@ -174,7 +174,7 @@ def test_serve_loop_exposes_health_readiness_and_metrics_then_stops_on_sigterm(d
 
 
 def test_serve_once_against_the_api_is_dry_run_unless_apply(demo_dir, tmp_path):
-    from tests.autoscaler.fake_apiserver import FakeApiServer
+    from testsupport.kube_fake import FakeApiServer
 
     d, c, _ = demo_dir
     with open(d / "cluster-state.yaml") as fh:

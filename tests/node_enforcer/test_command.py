@@ -133,11 +133,11 @@ def _fixture_objs():
 
 @pytest.mark.parametrize("source", ["api", "kubelet"])
 def test_pods_from_api_and_kubelet_against_a_local_fake(cg, tmp_path, capsys, monkeypatch, source):
-    from node_enforcer.testing.fake_api import FakeApi
+    from testsupport.kube_fake import FakeApiServer
 
     for k in [k for k in os.environ if k.startswith("KUBERNETES_")]:
         monkeypatch.delenv(k)  # never the in-cluster config, even when the tests run in a pod
-    with FakeApi(_fixture_objs()) as fake:
+    with FakeApiServer.of_node(_fixture_objs()) as fake:
         args = ["enforce", "--once", "--dry-run", "--node", "fixture-node", "--pods-from", source,
                 "--sysfs-root", TWO_SOCKET, "--cgroup-root", str(cg), "--checkpoint", str(tmp_path / "ck.json"),
                 "--kubeconfig", write_kubeconfig(tmp_path / "kubeconfig", fake.url), "--kubelet-url", fake.url,
@@ -145,10 +145,10 @@ def test_pods_from_api_and_kubelet_against_a_local_fake(cg, tmp_path, capsys, mo
         assert main(args) == 0
     out = capsys.readouterr().out
     assert "shop/redis-0" in out and "other-node-pod" not in out and "would write" in out
-    paths = [r["path"] for r in fake.requests]
+    paths = [r.path for r in fake.requests]
     assert paths == (["/api/v1/pods"] if source == "api" else ["/pods"])
     if source == "api":
-        assert fake.requests[0]["query"]["fieldSelector"] == ["spec.nodeName=fixture-node"]
+        assert fake.requests[0].params["fieldSelector"] == ["spec.nodeName=fixture-node"]
 
 
 def _calm_proc(tmp_path):
@@ -159,20 +159,20 @@ def _calm_proc(tmp_path):
 
 
 def test_dry_run_eviction_under_pressure_goes_to_the_api_as_dry_run(cg, tmp_path, capsys, monkeypatch):
-    from node_enforcer.testing.fake_api import FakeApi
+    from testsupport.kube_fake import FakeApiServer
 
     for k in [k for k in os.environ if k.startswith("KUBERNETES_")]:
         monkeypatch.delenv(k)
     proc = _calm_proc(tmp_path)
     (proc / "pressure").mkdir()
     (proc / "pressure" / "memory").write_text("some avg10=90.00 avg60=50.00 avg300=10.00 total=1\n")
-    with FakeApi(_fixture_objs()) as fake:
+    with FakeApiServer.of_node(_fixture_objs()) as fake:
         args = ["enforce", "--once", "--node", "fixture-node", "--pods-from", "api", "--sysfs-root", TWO_SOCKET,
                 "--cgroup-root", str(cg), "--checkpoint", str(tmp_path / "ck.json"), "--proc-root", str(proc),
                 "--kubeconfig", write_kubeconfig(tmp_path / "kubeconfig", fake.url)]
         assert main(args) == 0
     out = capsys.readouterr().out
     assert "dry-run evict batch/spark-exec-" in out and "memory PSI some avg10 90.0%" in out
-    posts = [r for r in fake.requests if r["method"] == "POST"]
-    assert len(posts) == 1 and posts[0]["query"]["dryRun"] == ["All"]
-    assert posts[0]["path"].startswith("/api/v1/namespaces/batch/pods/spark-exec-")
+    posts = [r for r in fake.requests if r.method == "POST"]
+    assert len(posts) == 1 and posts[0].params["dryRun"] == ["All"]
+    assert posts[0].path.startswith("/api/v1/namespaces/batch/pods/spark-exec-")

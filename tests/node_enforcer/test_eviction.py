@@ -9,7 +9,7 @@ from node_enforcer.kube import KubeApi
 from node_enforcer.model.pressure import Pressure
 from node_enforcer.policy.eviction import EvictionSettings, choose_victims, triggers
 from node_enforcer.policy.plan import plan
-from node_enforcer.testing.fake_api import FakeApi
+from testsupport.kube_fake import FakeApiServer
 from tests.node_enforcer.conftest import make_pod, make_pod_obj
 
 GiB = 2**30
@@ -115,19 +115,21 @@ def test_read_pressure_real_and_fixture(tmp_path):
 
 def test_eviction_through_the_api_wrapper_against_a_local_fake(two_socket):
     objs = [make_pod_obj("batch-big", "reclaimed_cores", ns="batch"), make_pod_obj("batch-small", "reclaimed_cores", ns="batch")]
-    with FakeApi(objs) as fake:
+    with FakeApiServer.of_node(objs) as fake:
         api = KubeApi(fake.api_client(), node="n1")
-        fake.pdb_blocked.add("batch/batch-big")
+        fake.get("Pod", "batch-big", "batch")["metadata"]["labels"] = {"app": "big"}
+        fake.put({"kind": "PodDisruptionBudget", "metadata": {"name": "big", "namespace": "batch"},
+                  "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "big"}}}})
         pods = api.list_node_pods("n1")
         usage = {pods[0].uid: 2 * GiB, pods[1].uid: GiB}
         done = Evictor(EvictionSettings(max_evictions=5), api, node="n1").run(LOW_MEM, pods, plan(two_socket, pods), usage)
-    posts = [r for r in fake.requests if r["method"] == "POST"]
-    assert [r["path"] for r in posts] == ["/api/v1/namespaces/batch/pods/batch-big/eviction",
+    posts = [r for r in fake.requests if r.method == "POST"]
+    assert [r.path for r in posts] == ["/api/v1/namespaces/batch/pods/batch-big/eviction",
                                           "/api/v1/namespaces/batch/pods/batch-small/eviction"]
-    assert all(r["query"].get("dryRun") == ["All"] for r in posts)
+    assert all(r.params.get("dryRun") == ["All"] for r in posts)
     assert done[0].result.startswith("refused:") and done[1].result == "requested"
     for r in posts:  # what we sent is a valid policy/v1 Eviction
-        kubernetes_validate.validate(r["body"], "1.30", strict=True)
+        kubernetes_validate.validate(r.body, "1.30", strict=True)
 
 
 def test_markers_keep_shared_pods_but_never_reclaimed_ones(two_socket):

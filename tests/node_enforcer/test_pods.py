@@ -5,7 +5,7 @@ import pytest
 
 from contracts.quantity import parse_cpu_millis, parse_memory_bytes
 from node_enforcer.collect.pods import KubeletPods, pod_from_object, pods_from_objects, read_pods_file
-from node_enforcer.testing.fake_api import FakeApi
+from testsupport.kube_fake import FakeApiServer
 from predictor.errors import InputError, TidewiseError
 from tests.node_enforcer.conftest import MIXED_PODS, make_pod_obj
 
@@ -80,10 +80,10 @@ def test_read_pods_file_errors(tmp_path):
 def test_kubelet_source_against_a_local_http_fake(tmp_path):
     token = tmp_path / "token"
     token.write_text("s3cret\n")
-    with FakeApi([make_pod_obj("a", node="n1"), make_pod_obj("b", node="n1")]) as fake:
+    with FakeApiServer.of_node([make_pod_obj("a", node="n1"), make_pod_obj("b", node="n1")]) as fake:
         pods = KubeletPods(fake.url, token_file=str(token)).list("n1")
     assert [p.name for p in pods] == ["a", "b"]
-    assert fake.requests[0]["path"] == "/pods" and fake.requests[0]["auth"] == "Bearer s3cret"
+    assert fake.requests[0].path == "/pods" and fake.requests[0].auth == "Bearer s3cret"
 
 
 def test_kubelet_unreachable_is_a_tidewise_error():

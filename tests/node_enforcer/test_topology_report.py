@@ -9,7 +9,8 @@ from node_enforcer.kube import KubeApi
 from node_enforcer.policy.allocation import PolicySettings
 from node_enforcer.policy.plan import plan
 from node_enforcer.policy.topology_report import topology_status
-from node_enforcer.testing.fake_api import FakeApi, cnr_schema_errors
+from testsupport.k8s_schemas import schema_errors
+from testsupport.kube_fake import FakeApiServer
 from tests.node_enforcer.conftest import make_pod
 
 GiB = 2**30
@@ -33,7 +34,7 @@ def test_report_of_the_fixtures_matches_the_crd_schema_and_the_allocation(fixtur
                           numa={n: NumaReclaim(4000 // numas, 8 * GiB // numas) for n in topo.numa_nodes})
     alloc = plan(topo, pods, reclaim, PolicySettings())
     status = topology_status(topo, alloc, pods, reclaim)
-    assert cnr_schema_errors(_cnr(status)) == []
+    assert schema_errors(_cnr(status)) == []
     zones = status["topologyZone"]
     assert [z["type"] for z in zones] == ["Socket"] * sockets
     numa = [c for z in zones for c in z["children"]]
@@ -48,35 +49,35 @@ def test_report_of_the_fixtures_matches_the_crd_schema_and_the_allocation(fixtur
 
 
 def test_a_status_that_breaks_the_schema_is_caught():
-    assert cnr_schema_errors(_cnr({"topologyZone": [{"type": "Socket"}]}))  # no topologyPolicy, no zone name
+    assert schema_errors(_cnr({"topologyZone": [{"type": "Socket"}]}))  # no topologyPolicy, no zone name
 
 
 def test_publisher_creates_then_writes_only_on_change(two_socket):
     pods = _pods()
     status = topology_status(two_socket, plan(two_socket, pods), pods)
-    with FakeApi([]) as fake:
+    with FakeApiServer() as fake:
         api = KubeApi(api_client=fake.api_client(), node="n1")
         pub = CnrPublisher(api, "n1")
         assert pub.publish(status) == "created"
-        assert fake.cnrs["n1"]["status"] == status and cnr_schema_errors(fake.cnrs["n1"]) == []
+        assert fake.get("CustomNodeResource", "n1")["status"] == status and schema_errors(fake.get("CustomNodeResource", "n1")) == []
         sent = len(fake.requests)
         assert pub.publish(status) == "unchanged" and len(fake.requests) == sent  # no API call at all
         # a restarted agent reads the object back and finds nothing to write
         assert CnrPublisher(api, "n1").publish(status) == "unchanged"
-        assert [r["method"] for r in fake.requests[sent:]] == ["GET"]
+        assert [r.method for r in fake.requests[sent:]] == ["GET"]
         grown = topology_status(two_socket, plan(two_socket, pods[1:]), pods[1:])  # the dedicated pod left
-        assert pub.publish(grown) == "updated" and fake.cnrs["n1"]["status"] == grown
+        assert pub.publish(grown) == "updated" and fake.get("CustomNodeResource", "n1")["status"] == grown
         dry = CnrPublisher(api, "n1", dry_run=True)
         assert dry.publish(status) == "would update"
         sent = len(fake.requests)
         assert dry.publish(status) == "would update" and len(fake.requests) == sent  # no re-read each pass
-        assert fake.cnrs["n1"]["status"] == grown
+        assert fake.get("CustomNodeResource", "n1")["status"] == grown
 
 
 def test_publisher_reports_an_api_failure_and_retries_with_a_fresh_read(two_socket):
     pods = _pods()
     status = topology_status(two_socket, plan(two_socket, pods), pods)
-    with FakeApi([]) as fake:
+    with FakeApiServer() as fake:
         pub = CnrPublisher(KubeApi(api_client=fake.api_client(), node="n1"), "n1")
         bad = dict(status, topologyZone=[{"type": "Socket"}])  # refused by the API (422): reported, not raised
         assert pub.publish(bad).startswith("failed:") and pub.last is None

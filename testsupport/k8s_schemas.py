@@ -8,7 +8,7 @@ import os
 import jsonschema
 import yaml
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 K8S_SCHEMAS = os.path.join(ROOT, "schemas", "k8s")
 CRDS = {
     "VerticalPodAutoscaler": "vpa-v1-crd.yaml",
@@ -46,6 +46,11 @@ def schema_errors(obj: dict) -> list[str]:
     if group != _crd(kind)["spec"]["group"]:
         errors.append(f"apiVersion group {group!r} != {_crd(kind)['spec']['group']!r}")
     return errors
+
+
+def has_status_subresource(kind: str) -> bool:
+    """Whether the custom `kind` has a status subresource (its create then ignores `status`)."""
+    return kind in CRDS and any("status" in (v.get("subresources") or {}) for v in _crd(kind)["spec"]["versions"])
 
 
 def validate_object(obj: dict) -> None:

@@ -1,5 +1,4 @@
-"""`?watch=true` for the local API fakes (this package's `fake_api.py` and the serving loop's
-`tests/autoscaler/fake_apiserver.py`): an event log with resourceVersions, streamed as the API
+"""`?watch=true` for the local API fake (`kube_fake.py`): an event log with resourceVersions, streamed as the API
 server does (HTTP/1.1 chunked, one JSON event per line, closed after `timeoutSeconds`).
 
 Faults a real cluster produces, on demand: `compact()` makes every watch from an older
