@@ -4,6 +4,7 @@
 
 Shared vocabulary (serve's opt-in selection reads it from the config), so stdlib only. Parsed once
 when the settings are read: `parse_selector` raises ValueError naming the bad part; `matches` is cheap.
+`has_labels` is the equality-map form (`matchLabels`, a node selector) the serving side matches with.
 """
 from __future__ import annotations
 
@@ -47,6 +48,13 @@ class Selector:
         """Every requirement holds for these labels (an empty selector matches everything)."""
         labels = labels or {}
         return all(r.matches(labels) for r in self.requirements)
+
+
+def has_labels(want: Mapping[str, object], labels: Mapping[str, object] | None) -> bool:
+    """Every `key: value` of an equality map (a `matchLabels`, a node selector) is among these labels;
+    an empty map holds for any labels (callers that want "selects nothing" check emptiness first)."""
+    labels = labels or {}
+    return all(labels.get(k) == v for k, v in want.items())
 
 
 def _split(text: str) -> list[str]:

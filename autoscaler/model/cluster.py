@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from contracts.selector import has_labels
+
 Obj = dict[str, Any]
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet")
@@ -83,7 +85,7 @@ class ClusterState:
             found = None
             for k, v in labels.items():
                 for key, sel in by_label.get((ns, k, str(v)), ()):
-                    if all(labels.get(a) == b for a, b in sel.items()):
+                    if has_labels(sel, labels):
                         found = key
                         break
                 if found:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from contracts.selector import has_labels
+
 Obj = dict[str, Any]
 Label = tuple[str, str]
 # a taint without an effect: NoSchedule. The drain itself goes through the Eviction API (which
@@ -85,8 +87,7 @@ class TidePool:
                    _taint(wm, "evictOnlinePodTaint"), _taint(wm, "evictOfflinePodTaint"), previous, status)
 
     def selects(self, node: Obj) -> bool:
-        labels = (node.get("metadata") or {}).get("labels") or {}
-        return all(labels.get(k) == v for k, v in self.selector.items())
+        return has_labels(self.selector, (node.get("metadata") or {}).get("labels"))
 
     def is_lent(self, node: Obj) -> bool:
         key, value = self.offline_label or ("", "")

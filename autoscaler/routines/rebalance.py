@@ -25,6 +25,7 @@ from autoscaler.routines.change_policy import not_selected
 from autoscaler.routines.context import KILLED, RunContext, RunReport
 from autoscaler.settings import RebalanceSettings
 from contracts.qos import QOS_ANNOTATION
+from contracts.selector import has_labels
 from predictor.history import History
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ def _selects(selector: Any, labels: Mapping[str, str]) -> bool | None:
     if not isinstance(selector, dict) or selector.get("matchExpressions"):
         return None
     want = selector.get("matchLabels") or {}
-    return bool(want) and all(labels.get(k) == v for k, v in want.items())
+    return bool(want) and has_labels(want, labels)
 
 
 def budgets_of(state: ClusterState) -> tuple[dict[str, int], list[tuple[str, str, Any]]]:

@@ -61,3 +61,12 @@ def test_plan_round_trips_through_dict_and_annotation():
 def test_outside_plan_input_is_refused_with_one_named_error(bad):
     with pytest.raises(InputError, match="^plan.json: "):
         plan_from_dict(bad, "plan.json")
+
+
+def test_has_labels_is_every_pair_of_the_map_among_the_labels():
+    from contracts.selector import has_labels
+
+    assert has_labels({"app": "web", "tier": "fe"}, {"app": "web", "tier": "fe", "x": "1"})
+    assert not has_labels({"app": "web", "tier": "fe"}, {"app": "web"})  # a missing key
+    assert not has_labels({"app": "web"}, {"app": "db"})  # a different value
+    assert has_labels({}, None) and not has_labels({"app": "web"}, None)
