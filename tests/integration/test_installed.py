@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 import yaml
 
 from studies.demo import cluster_objects
