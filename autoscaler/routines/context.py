@@ -6,7 +6,6 @@ the run like any other internal error. `RunReport` is what the run decided, wrot
 """
 from __future__ import annotations
 
-import functools
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, TypeVar
@@ -20,7 +19,7 @@ from autoscaler.output.objects import Change
 from autoscaler.output.sinks import DRY_RUN, NOT_FOUND, WRITTEN, WriteResult
 from contracts.node_forecast import NodeForecast
 from contracts.reclaim import ReclaimPlan
-from predictor.durations import parse_duration as _parse_duration
+from predictor.durations import parse_duration  # the one (cached) reading; the routines import it from here
 from predictor.pipeline.forecasting import ForecastRequest
 from predictor.history import History
 from predictor.types import Forecast
@@ -31,12 +30,6 @@ OK, FROZEN, KILLED = "ok", "frozen", "killed"
 # HPA key -> (target kind, target name, series read, predicted, final): exported by the metrics
 HpaSeries = dict[str, tuple[str, str, list[str], int, int]]
 S = TypeVar("S")
-
-
-@functools.lru_cache(maxsize=256)
-def parse_duration(text: str, what: str = "duration") -> pd.Timedelta:
-    """Settings hold durations as text; parsed once per distinct text, not once per object."""
-    return _parse_duration(text, what=what)
 
 
 def iso(ts: pd.Timestamp) -> str:
