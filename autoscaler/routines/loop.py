@@ -59,7 +59,8 @@ class ServingLoop:
                  registry_forecaster: Callable[[RegistryVersion, str], Forecaster] | None = None,
                  clock: Callable[[], pd.Timestamp] | None = None, metrics: RunMetrics | None = None,
                  evictor: Any = None, only: Iterable[str] | None = None):
-        """`only`: the names of the features this loop serves (default: every one, see autoscaler/features)."""
+        """`only`: the names of the features this loop runs (default: every one, see autoscaler/features).
+        The forecast stays the one every feature reads: what `only` runs decides as in the full loop."""
         self.settings = settings
         self.source = source
         self.cluster = cluster
@@ -88,6 +89,9 @@ class ServingLoop:
         every = features(settings, self.policy, step=self.step, sink=sink, evictor=evictor)
         wanted = None if only is None else set(only)
         self.features: tuple[Feature, ...] = tuple(f for f in every if wanted is None or f.name in wanted)
+        # the forecast's horizon, quantiles and series are those of every feature: a model chosen per
+        # series by backtest ("auto") answers differently for another horizon or quantile set
+        self.forecast_for = every
         self.failures = 0
         self.last_report: RunReport | None = None
         self.last_good: RunReport | None = None
@@ -215,16 +219,16 @@ class ServingLoop:
 
     def _needed_steps(self) -> int:
         """Forecast steps every decision reads: the longest any feature needs."""
-        longest = max((f.need(self.step).horizon for f in self.features), default=self.step)
+        longest = max((f.need(self.step).horizon for f in self.forecast_for), default=self.step)
         return int(math.ceil(max(longest, self.step) / self.step))
 
     def _needed_series(self, state: ClusterState, index: dict[WorkloadKey, WorkloadSeries]) -> list[str]:
         """The series of every workload a decision reads: each feature's, and (when a node-level
         feature is on) every pod's workload."""
         need: set[WorkloadKey] = set()
-        for f in self.features:
+        for f in self.forecast_for:
             need |= f.workloads(state)
-        if any(f.need(self.step).every_pod for f in self.features):
+        if any(f.need(self.step).every_pod for f in self.forecast_for):
             for pod in state.pods:
                 wl = state.workload_of_pod(pod)
                 if wl:
@@ -240,7 +244,7 @@ class ServingLoop:
                              s.guardrails.min_history, rep.skipped)
         need_steps = self._needed_steps()
         refresh = parse_duration(s.loop.forecast_refresh) if s.loop.forecast_refresh else None
-        quantiles = tuple(sorted({q for f in self.features for q in f.need(self.step).quantiles}))
+        quantiles = tuple(sorted({q for f in self.forecast_for for q in f.need(self.step).quantiles}))
         origin = now.floor(self.step) if now.floor(self.step) > ctx.end else ctx.end + self.step
         ctx.forecast_from(origin)
         cache = self.forecast_cache

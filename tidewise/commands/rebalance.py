@@ -2,7 +2,8 @@
 move off nodes whose forecast peak will be hot, and why every other pod on them stays. Prints the
 plan as a table and writes it as JSON; evicts only with --apply (through the Eviction API, so that
 disruption budgets hold). The serving loop built with the rebalance feature alone: no VPA, HPA or
-node decision is made or written here (that is `tidewise serve`'s job)."""
+node decision is made or written here (that is `tidewise serve`'s job); the forecasts are the ones
+serve makes, so the plan is the one `serve --rebalance` would make."""
 from __future__ import annotations
 
 import argparse
@@ -77,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
         from autoscaler.kube import Kube
 
         kube = Kube.from_config(args.kubeconfig)
-        kinds = extra_kinds(tuple(f for f in features(settings) if f.name == FEATURE))
-        cluster = ApiCluster(kube, kinds)  # type: ignore[assignment]
+        # what serve reads: the loop forecasts what every feature would read, so the plan is serve's
+        cluster = ApiCluster(kube, extra_kinds(features(settings)))  # type: ignore[assignment]
     evictor = Evictor(kube, dry_run=not args.apply, per_minute=settings.rebalance.per_minute)
     loop = ServingLoop(settings, source, cluster, DryRunSink(), registry_dir=args.registry, clock=clock,
                        evictor=evictor, only=(FEATURE,))
