@@ -18,6 +18,9 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+# binary sizes, the units the Kubernetes `Ki`/`Mi`/`Gi` suffixes name: defined once for every package
+KIB, MIB, GIB = 2**10, 2**20, 2**30
+
 _SUFFIX = {
     "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
     "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12,

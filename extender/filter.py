@@ -29,10 +29,8 @@ from extender.annotations import AnnotationCache
 from extender.pod import PodNeeds
 from contracts.errors import InputError
 from contracts.qos import RECLAIMED_MEMORY, RECLAIMED_MILLICPU
-from contracts.quantity import parse_cpu_millis, parse_memory_bytes, parse_quantity
+from contracts.quantity import GIB, parse_cpu_millis, parse_memory_bytes, parse_quantity
 from contracts.reclaim import PLAN_ANNOTATION, ReclaimPlan, plan_from_annotation, utc
-
-GIB = 2**30
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import yaml
 
 from autoscaler.settings import ServeSettings
 from contracts.annotations import MANAGE_ANNOTATION, NUMA_ANNOTATION
-from contracts.quantity import cores_to_millicpu, format_bytes, format_millicpu
+from contracts.quantity import GIB, cores_to_millicpu, format_bytes, format_millicpu
 from contracts.atomic import write_text_atomic
 from predictor.pipeline.forecasting import ForecastRequest, forecast_history, forecasts_to_frame
 from predictor.history import History, history_from_frame, write_long
@@ -27,7 +27,6 @@ from predictor.profile import build_profiles
 from predictor.sources.synthetic import SyntheticCluster, Workload, generate_cluster
 from predictor.types import Forecast, ServiceProfile
 
-GIB = 2**30
 STEP = pd.Timedelta("5m")  # the synthetic history's step
 Progress = Callable[[str, int], Any]  # tidewise.progress.progress: a context manager yielding advance(n)
 

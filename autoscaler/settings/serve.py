@@ -11,9 +11,7 @@ from autoscaler.settings.select import SelectSettings
 from autoscaler.settings.tide import TideSettings
 from contracts.annotations import NUMA_ANNOTATION
 from contracts.qos import QOS_ANNOTATION, RECLAIMED_MEMORY, RECLAIMED_MILLICPU
-
-MIB = 2**20
-GIB = 2**30
+from contracts.quantity import GIB, MIB
 
 
 @dataclass

@@ -23,11 +23,11 @@ from typing import Mapping, Sequence
 
 from contracts.eviction_markers import annotation_refusal
 from contracts.qos import QosLevel
+from contracts.quantity import MIB as MiB
 from node_enforcer.model.pod import Pod
 from node_enforcer.model.pressure import Pressure
 from node_enforcer.policy.allocation import CpuAllocation
 
-MiB = 2**20
 NEVER_EVICTED = (QosLevel.SYSTEM.value, QosLevel.DEDICATED.value)
 
 

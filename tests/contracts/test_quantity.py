@@ -70,3 +70,10 @@ def test_pod_cpu_refuses_what_is_not_a_cpu_amount(bad):
 def test_pod_memory_refuses_negative_and_sub_byte_units(bad):
     with pytest.raises(ValueError, match="memory quantity"):
         parse_memory_bytes(bad)
+
+
+def test_the_binary_size_constants_are_what_the_suffixes_name():
+    from contracts.quantity import GIB, KIB, MIB, format_bytes, parse_quantity
+
+    assert (parse_quantity("1Ki"), parse_quantity("1Mi"), parse_quantity("1Gi")) == (KIB, MIB, GIB)
+    assert (format_bytes(3 * GIB), format_bytes(5 * MIB)) == ("3Gi", "5Mi")
