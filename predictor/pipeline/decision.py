@@ -4,7 +4,9 @@
 `DecisionWalk` carries one series' calibrated quantiles from origin to origin: the model's raw
 quantiles at each origin (made from the samples before it) plus the per-series adaptive-conformal
 offsets learnt from every earlier origin whose target window has been observed since. It starts
-cold (offsets 0) at the first origin it is asked for, in serve as in replay.
+cold (offsets 0) at the first origin it is asked for, in serve as in replay. `calibrated_series` is
+the same calibration over every origin of a series at once (training's held-out check, and the
+reference the walk is tested against).
 
 `overlay` turns those quantiles into a `Forecast` the VPA and HPA code reads unchanged: the first
 `span` steps carry the decision-time quantiles (the peak of that span), the steps after them the

@@ -8,7 +8,9 @@ import pytest
 
 from predictor.features.decision import decision_features, next_max, training_rows
 from predictor.models.base import NotFittedError
-from predictor.models.decision_time import AdaptiveConformal, DecisionTimeGBM, calibrated_series
+from predictor.models.decision_time import DecisionTimeGBM
+from predictor.pipeline.calibration import AdaptiveConformal
+from predictor.pipeline.decision import calibrated_series
 
 STEP = pd.Timedelta("5min")
 QS = (0.5, 0.9, 0.95, 0.99)
