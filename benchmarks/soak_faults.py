@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from testsupport.kube_fake import FakeApiServer
+from testsupport.kube_objects import Request
 
 # what a fault window hits: (method, path regex)
 # (the kinds written at every 5-minute step: a window of one step always meets some of these)
@@ -143,17 +144,17 @@ class FaultyApiServer(FakeApiServer):
         self._minute = -1
         self._count_lock = threading.Lock()
 
-    def _handle(self, method: str, path: str, ctype: str, body: Any, query: str = "") -> tuple[int, Any, dict[str, str]]:
+    def _handle(self, req: Request) -> tuple[int, Any, dict[str, str]]:
         before = [f[3] for f in self._armed]
-        code, out, headers = super()._handle(method, path, ctype, body, query)
+        code, out, headers = super()._handle(req)
         for f, was in zip(self._armed, before):
             if f[3] < was:
                 kind = {409: "409", 429: "429"}.get(f[2], "5xx")
                 self.injected[kind] = self.injected.get(kind, 0) + 1
         self.requests.pop()  # the compact log below is kept instead (a day of request bodies is large)
-        if method in ("PATCH", "PUT", "POST") and "/leases/" not in path:
+        if req.method in ("PATCH", "PUT", "POST") and "/leases/" not in req.path:
             self._seq += 1
-            self.answers.append(Answer(self._seq, method, path, code, body_digest(body)))
+            self.answers.append(Answer(self._seq, req.method, req.path, code, body_digest(req.body)))
         return code, out, headers
 
     def _handler(self):
