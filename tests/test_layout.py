@@ -29,7 +29,7 @@ TEST_SUPPORT_USERS = {os.path.join("benchmarks", "soak.py"): {"tests"},
 # issue 23 item 7: what tests stand on is one package, never shipped (tests/integration/test_wheel.py)
 TEST_SUPPORT = "testsupport"
 SIM_STUDIES = ("colocation", "tide", "rebalance")
-SERVE_LAYERS = ("model", "logic", "input", "output", "routines", "kube", "kube_cluster", "metrics")
+SERVE_LAYERS = ("model", "logic", "input", "output", "routines", "features", "kube", "kube_cluster", "metrics")
 # Inside the node agent, policy is pure (topology + pods + plan in, a plan out): it reads neither
 # the collectors (/proc, the kubelet, the API) nor the enforcers (cgroup writes, evictions).
 FORBIDDEN_INSIDE = {
