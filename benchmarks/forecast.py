@@ -263,7 +263,7 @@ def run_scale(quick: bool) -> dict:
     import tempfile
 
     n_train, n_serve = (100, 1000) if quick else (1000, 10000)
-    logging.getLogger("predictor.pipeline.forecasting").setLevel(logging.ERROR)  # one fallback line per series otherwise
+    logging.getLogger("predictor.pipeline").setLevel(logging.ERROR)  # one fallback line per series otherwise
     res: dict = {"n_train": n_train, "n_serve": n_serve}
     work = tempfile.mkdtemp(prefix="tidewise-scale-")
     try:
