@@ -28,6 +28,31 @@ def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
                           timeout=timeout, cwd=ROOT)
 
 
+def run_main(*args: str) -> subprocess.CompletedProcess:
+    """`tidewise ARGS` in this process (tidewise.cli.main), for tests about what a command computes, not
+    about the process boundary: a `python -m tidewise` costs ~1 s of CPU in imports alone (pandas), and
+    the suite runs ~100. Same result shape as run_cli; an unexpected exception fails the test with its
+    traceback (a process would exit 1 with it on stderr). Log lines are pytest's (caplog), not stderr."""
+    import contextlib
+    import io
+    import logging
+
+    from tidewise.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    urllib3 = logging.getLogger("urllib3")
+    level = urllib3.level  # main() quiets urllib3 for the process; a test must not change it for the next
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse: --help, --version, usage errors
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    finally:
+        urllib3.setLevel(level)
+    return subprocess.CompletedProcess(["tidewise", *args], code, out.getvalue(), err.getvalue())
+
+
 def write_kubeconfig(path, url: str) -> str:
     """A kubeconfig at `path` whose one context points the real client at `url` (a local fake)."""
     import yaml

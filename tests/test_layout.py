@@ -264,7 +264,9 @@ def test_every_shipped_package_is_type_checked_by_make_test():
     typed = re.search(r"^TYPED := (.+)$", makefile, re.M)
     assert typed, "the Makefile names the type-checked packages in TYPED"
     assert set(typed.group(1).split()) == shipped
-    assert re.search(r"^test: .*\btypecheck\b", makefile, re.M)
+    recipe, side = re.search(r"^test:.*\n((?:\t.*\n)+)", makefile, re.M), re.search(r"^SIDE := (.+)$", makefile, re.M)
+    runs = set(re.findall(r"\$\(MAKE\) [^;&|]*?\b(test-[\w-]+|typecheck)\b", recipe.group(1))) | set(side.group(1).split())
+    assert "$(SIDE)" in recipe.group(1) and {"test-main", "test-pandas2", "test-installed", "typecheck"} <= runs, runs
 
 
 def test_the_pandas2_data_path_list_names_real_modules():

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_main
 
 QCOLS = ["q0.5", "q0.9", "q0.95", "q0.99"]
 
@@ -38,8 +38,8 @@ def check_contract(out: str, series: list[str], steps: int, first: pd.Timestamp,
 def test_contract_on_synthetic_tide(tmp_path):
     inp, out = tmp_path / "h.csv", tmp_path / "f.csv"
     ts = tidal_csv(inp, epoch=True)
-    r = run_cli("forecast", "--input", str(inp), "--output", str(out), "--horizon", "24h", "--step", "5m",
-                "--quantiles", "0.5,0.9,0.95,0.99")
+    r = run_main("forecast", "--input", str(inp), "--output", str(out), "--horizon", "24h", "--step", "5m",
+                 "--quantiles", "0.5,0.9,0.95,0.99")
     assert r.returncode == 0, r.stderr
     f = check_contract(str(out), ["a", "b"], 288, ts[-1] + pd.Timedelta("5min"))
     # a clean daily sine: the forecast median must follow it (seasonal, not flat)
@@ -50,8 +50,8 @@ def test_contract_on_synthetic_tide(tmp_path):
 def test_other_quantiles_horizon_and_step(tmp_path):
     inp, out = tmp_path / "h.csv", tmp_path / "f.csv"
     ts = tidal_csv(inp, days=3)
-    r = run_cli("forecast", "--input", str(inp), "--output", str(out), "--horizon", "6h", "--step", "15m",
-                "--quantiles", "0.1,0.5,0.8")
+    r = run_main("forecast", "--input", str(inp), "--output", str(out), "--horizon", "6h", "--step", "15m",
+                 "--quantiles", "0.1,0.5,0.8")
     assert r.returncode == 0, r.stderr
     check_contract(str(out), ["a", "b"], 24, ts[-1].floor("15min") + pd.Timedelta("15min"), ["q0.1", "q0.5", "q0.8"])
 
@@ -109,8 +109,8 @@ def test_every_timestamp_unit_forecasts_from_the_right_date(tmp_path, kind, unit
     inp = tmp_path / ("h.parquet" if kind.startswith("parquet") else "h.csv")
     out = tmp_path / "f.csv"
     origin = _write_history(str(inp), kind, unit)
-    r = run_cli("forecast", "--input", str(inp), "--output", str(out), "--horizon", "1h", "--step", "5m",
-                "--model", "seasonal_naive_daily", "--quantiles", "0.5,0.9,0.95,0.99")
+    r = run_main("forecast", "--input", str(inp), "--output", str(out), "--horizon", "1h", "--step", "5m",
+                 "--model", "seasonal_naive_daily", "--quantiles", "0.5,0.9,0.95,0.99")
     assert r.returncode == 0, r.stderr
     f = check_contract(str(out), ["a"], 12, origin)
     # the daily tide continues: the first forecast step repeats the value one day earlier
@@ -132,7 +132,7 @@ def test_existing_output_kept_when_input_is_bad(tmp_path):
     inp.write_text("series,timestamp,value\na,2024-01-01T00:00:00Z,-1\n")
     out = tmp_path / "f.csv"
     out.write_text("last good forecast\n")
-    assert run_cli("forecast", "--input", str(inp), "--output", str(out)).returncode == 2
+    assert run_main("forecast", "--input", str(inp), "--output", str(out)).returncode == 2
     assert out.read_text() == "last good forecast\n"
 
 
@@ -153,7 +153,7 @@ def test_real_traces_with_gaps_signed_values_and_ragged_ends(tmp_path, shared_da
         parts.append(pd.DataFrame({"series": name, "timestamp": shifted.dt.strftime("%Y-%m-%dT%H:%M:%SZ"), "value": v[keep]}))
     inp, out = tmp_path / "real.csv", tmp_path / "f.csv"
     pd.concat(parts).dropna().to_csv(inp, index=False)
-    r = run_cli("forecast", "--input", str(inp), "--output", str(out))
+    r = run_main("forecast", "--input", str(inp), "--output", str(out))
     assert r.returncode == 0, r.stderr
     check_contract(str(out), ["aiops/cpu4", "nab/rds_cc0c53", "web/nasa95"], 288, end + pd.Timedelta("5min"))
 
