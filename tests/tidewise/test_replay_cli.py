@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_main
 
 MODEL = ["--model", "seasonal_naive_daily"]  # cheap and deterministic; `auto` is measured in make bench
 
@@ -27,7 +27,7 @@ def tidal_frame(days=6, series=("web/cpu", "api/cpu"), per=None, start=None, see
 def replay(tmp_path, kind, frame, *extra, name="in.csv"):
     inp, out = tmp_path / name, tmp_path / f"out-{name}"
     frame.to_csv(inp, index=False)
-    r = run_cli("replay", kind, "--input", str(inp), "--output", str(out), *MODEL, *extra)
+    r = run_main("replay", kind, "--input", str(inp), "--output", str(out), *MODEL, *extra)
     assert r.returncode == 0, r.stderr
     return pd.read_csv(out, parse_dates=["timestamp"])
 
@@ -87,7 +87,7 @@ def test_predictive_floor_cuts_over_target_minutes_on_a_tide(tmp_path):
     frame = tidal_frame(days=8, per=0.5, start="2024-05-06T00:00:00Z", series=("svc",))
     inp, out, rep = tmp_path / "in.csv", tmp_path / "out.csv", tmp_path / "r.html"
     frame.to_csv(inp, index=False)
-    r = run_cli("replay", "hpa", "--input", str(inp), "--output", str(out), "--report", str(rep), *MODEL)
+    r = run_main("replay", "hpa", "--input", str(inp), "--output", str(out), "--report", str(rep), *MODEL)
     assert r.returncode == 0, r.stderr
     page = rep.read_text()
     # the series plot and the trade-off figure (issue 12 item 6)
