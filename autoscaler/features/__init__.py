@@ -37,7 +37,7 @@ def features(settings: ServeSettings, policy: ChangePolicy | None = None, *, ste
     hpa = HpaDecider(settings, step)  # the IHPA feature decides through it (its stabilisers are shared)
     return (VpaFeature(settings, policy, step), HpaFeature(settings, hpa), IhpaFeature(settings, hpa),
             ReclaimFeature(settings, policy.memory, step), SpdFeature(settings),
-            TideFeature(settings, sink, evictor), RebalanceFeature(settings, step, sink, evictor))
+            TideFeature(settings, policy, sink, evictor), RebalanceFeature(settings, policy, step, sink, evictor))
 
 
 def extra_kinds(feats: tuple[Feature, ...]) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from autoscaler.model.cluster import ClusterState
 from autoscaler.model.views import WorkloadKey
 from autoscaler.output.eviction import Evictor
 from autoscaler.output.objects import Change
+from autoscaler.routines.change_policy import ChangePolicy
 from autoscaler.routines.context import RunContext, RunReport, parse_duration
 from autoscaler.routines.rebalance import PDB_KIND, Rebalancer, RebalanceResult
 from autoscaler.settings import ServeSettings
@@ -20,9 +21,10 @@ class RebalanceFeature:
     # ACT: after the guardrails step (the kill switch), before write (decisions.json lists the moves)
     name, phase, write_rank, report_rank = "rebalance", ACT, 6, 3
 
-    def __init__(self, settings: ServeSettings, step: pd.Timedelta, sink: Any, evictor: Evictor | None) -> None:
+    def __init__(self, settings: ServeSettings, policy: ChangePolicy, step: pd.Timedelta, sink: Any,
+                 evictor: Evictor | None) -> None:
         self.settings = settings
-        self.rebalancer = Rebalancer(settings.rebalance, step, evictor, sink, select=settings.select)
+        self.rebalancer = Rebalancer(settings.rebalance, step, evictor, sink, policy=policy)
 
     @property
     def enabled(self) -> bool:

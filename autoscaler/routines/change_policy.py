@@ -9,6 +9,9 @@
   outside Tidewise since that write is forgotten and decided again (`drift.py`'s memory);
 - cool-down: an object rewritten less than `guardrails.cooldown` ago is held, except in its safe direction;
 - kill switch: while it is engaged, everything is held (the run is KILLED; ACT features move nothing).
+
+The writes an ACT feature makes itself (tide's node patches and pool status, every eviction) ask it
+the two rules that apply to them: selection (`why_not`) and the kill switch (`stopped`).
 """
 from __future__ import annotations
 
@@ -75,6 +78,15 @@ class ChangePolicy:
             all(abs(t - prev[k]) < min_change * prev[k] for k, t in new.items())
 
     # changes ------------------------------------------------------------------------------------
+    def why_not(self, kind: str, obj: Any) -> str | None:
+        """Why `serve.select` leaves the object alone; None when it may be written."""
+        return self.settings.select.why_not(kind, obj)
+
+    @staticmethod
+    def stopped(rep: RunReport) -> bool:
+        """The kill switch stopped this run (read once, by `admit`): nothing is moved either."""
+        return rep.outcome == KILLED
+
     def forget_changed_outside(self, state: ClusterState) -> dict[str, str]:
         return self.memory.forget_changed_outside(state, self.settings.reclaim)
 
@@ -83,7 +95,7 @@ class ChangePolicy:
         """Sets `rep.changes` to what may be written this run, `rep.held` to what a rule held."""
         allowed = []
         for c in candidates:
-            why = self.settings.select.why_not(c.kind, _subject(c, state, before))
+            why = self.why_not(c.kind, _subject(c, state, before))
             if why is not None:
                 not_selected(rep, c.key, why, sink)
                 continue

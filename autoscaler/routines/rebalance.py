@@ -21,8 +21,8 @@ from autoscaler.logic.rebalance import Candidate, NodeLoad, RebalancePlan, plan_
 from autoscaler.model.cluster import ClusterState, Obj, meta
 from autoscaler.model.views import NodeView, PdbView, PodView, WorkloadSeries
 from autoscaler.output.eviction import Evictor, Move, Outcome, movable
-from autoscaler.routines.change_policy import not_selected
-from autoscaler.routines.context import KILLED, RunContext, RunReport
+from autoscaler.routines.change_policy import ChangePolicy, not_selected
+from autoscaler.routines.context import RunContext, RunReport
 from autoscaler.settings import RebalanceSettings
 from contracts.qos import QOS_ANNOTATION
 from contracts.selector import has_labels
@@ -142,9 +142,9 @@ class Rebalancer:
     """The step; keeps the Evictor (its per-minute window spans runs)."""
 
     def __init__(self, settings: RebalanceSettings, step: pd.Timedelta, evictor: Evictor | None = None,
-                 sink: Any = None, select: Any = None):
+                 sink: Any = None, policy: ChangePolicy | None = None):
         self.settings = settings
-        self.select = select  # serve.select (autoscaler/settings/select.py): pods move only off selected nodes
+        self.policy = policy  # serve.select (pods move only off selected nodes) and the kill switch; None: neither
         self.step = step
         # no evictor given: a dry-run one (sends nothing, so it needs no cluster)
         self.evictor = evictor if evictor is not None else Evictor(None, dry_run=True, per_minute=settings.per_minute)
@@ -152,7 +152,7 @@ class Rebalancer:
 
     def run(self, rep: RunReport, ctx: RunContext) -> tuple[str, RebalanceResult | None]:
         """The step's detail, and what it planned and did (None when the plan failed)."""
-        if rep.outcome == KILLED:
+        if ChangePolicy.stopped(rep):
             return "kill switch: nothing moved", RebalanceResult(RebalancePlan(), note="kill switch: nothing moved")
         try:
             steps = steps_in(self.settings.horizon, self.step)
@@ -181,12 +181,12 @@ class Rebalancer:
 
     def _selected_only(self, plan: RebalancePlan, rep: RunReport, ctx: RunContext) -> None:
         """Drops the moves off nodes outside serve.select.node; each is named in `rep.skipped`."""
-        if self.select is None:
+        if self.policy is None:
             return
         nodes = {meta(n).get("name"): n for n in ctx.state.nodes}
         keep = []
         for m in plan.moves:
-            why = self.select.why_not("Node", nodes.get(m.node))
+            why = self.policy.why_not("Node", nodes.get(m.node))
             if why is None:
                 keep.append(m)
             else:

@@ -27,8 +27,8 @@ from autoscaler.model.tide_pool import TidePool, node_patch
 from autoscaler.model.views import NodeView, PodView
 from autoscaler.output.eviction import Evictor, Move, movable
 from autoscaler.output.sinks import DRY_RUN, FAILED, WRITTEN, WriteResult
-from autoscaler.routines.change_policy import not_selected
-from autoscaler.routines.context import KILLED, RunContext, RunReport, iso, parse_duration
+from autoscaler.routines.change_policy import ChangePolicy, not_selected
+from autoscaler.routines.context import RunContext, RunReport, iso, parse_duration
 from autoscaler.routines.tide_demand import NoForecast, pool_online_demand
 from autoscaler.routines.tide_margin import TideMargins
 from autoscaler.settings import ServeSettings
@@ -51,8 +51,10 @@ def _moved_at(node: Obj, annotation: str) -> float | None:
 class TideStep:
     """One instance per serving loop (its Evictor's rate limit spans runs)."""
 
-    def __init__(self, settings: ServeSettings, sink: Any, evictor: Evictor | None = None) -> None:
+    def __init__(self, settings: ServeSettings, sink: Any, evictor: Evictor | None = None,
+                 policy: ChangePolicy | None = None) -> None:
         self.settings = settings
+        self.policy = policy if policy is not None else ChangePolicy(settings)  # selection, kill switch
         # writes need both --apply and a sink that talks to the API (ApiSink carries the Kube wrapper)
         self.kube = getattr(sink, "kube", None) if settings.loop.apply else None
         self.sink = sink
@@ -65,7 +67,7 @@ class TideStep:
         """Every pool's plan, moves and writes; each pool's entry (the report's) appended to `entries`."""
         if not self.settings.tide.enabled:
             return "off"
-        if rep.outcome == KILLED:
+        if self.policy.stopped(rep):
             return "kill switch: nothing moved"
         pools = ctx.state.others.get("TideNodePool")
         if pools is None:
@@ -74,7 +76,7 @@ class TideStep:
         claimed: set[str] = set()  # a node two pools select belongs to the first by name, never to both
         for obj in sorted(pools, key=lambda o: str(meta(o).get("name"))):
             key = f"TideNodePool/{meta(obj).get('name')}"
-            why = self.settings.select.why_not("TideNodePool", obj)
+            why = self.policy.why_not("TideNodePool", obj)
             if why is not None:  # neither its nodes relabelled or drained nor its status written
                 not_selected(rep, key, why, self.sink)
                 continue

@@ -69,6 +69,18 @@ def test_the_one_feature_loop_plans_what_the_full_loop_plans(objects, history):
     assert plans[0] == plans[1] and "node-0" in json.loads(plans[0])["hot"]
 
 
+def test_an_act_feature_asks_the_change_policy_which_node_it_may_move_pods_off(objects, history):
+    objs = hot_cluster(objects)
+    node = next(o for o in objs if o["kind"] == "Node" and o["metadata"]["name"] == "node-0")
+    s = fast_settings()
+    s.rebalance.enabled = True
+    node["metadata"].setdefault("annotations", {})[s.select.annotation] = "false"  # opted out
+    rep = ServingLoop(s, source_of(history), StaticCluster(objs), DryRunSink()).run_once()
+    assert rep.sections["rebalance"].plan.hot and not rep.sections["rebalance"].plan.moves
+    skipped = [why for key, why in rep.skipped.items() if key.startswith("Eviction/")]
+    assert skipped and all(why.startswith("node node-0 not selected (annotation") for why in skipped)
+
+
 def test_the_kill_switch_holds_the_changes_of_every_feature(objects, history, tmp_path):
     switch = tmp_path / "switch"
     switch.write_text("stop\n")
