@@ -44,6 +44,7 @@ $(BENCH)/.installed-$(HASH): $(BENCH)/bin/python pyproject.toml
 
 # Not editable: reinstalled on every run so that it holds the current sources.
 user-install: $(USER_VENV)/bin/python
+	rm -rf build  # setuptools builds in-tree: a stale build/lib would ship modules the sources no longer have
 	$(USER_VENV)/bin/$(PIP_Q) --upgrade --upgrade-strategy eager .
 	$(USER_VENV)/bin/$(PIP_Q) --no-deps --force-reinstall .
 
@@ -75,8 +76,9 @@ test: install system-deps
 	@$(MAKE) --no-print-directory -k $(SIDE) > $(SIDE_LOG) 2>&1 & side=$$!; \
 	$(MAKE) --no-print-directory test-main; main=$$?; \
 	wait $$side; status=$$?; cat $(SIDE_LOG); echo "== the background steps: exit $$status"; \
-	test $$main -eq 0 && test $$status -eq 0
-	$(MAKE) --no-print-directory test-pandas2
+	$(MAKE) --no-print-directory test-pandas2; pd2=$$?; \
+	echo "== make test: suite exit $$main, background steps exit $$status, pandas 2 pass exit $$pd2"; \
+	test $$main -eq 0 && test $$status -eq 0 && test $$pd2 -eq 0
 
 test-main: install system-deps
 	@echo "== the suite under today's releases: $$($(BIN)/python -c 'import pandas; print("pandas", pandas.__version__)')"
