@@ -50,11 +50,17 @@ user-install: $(USER_VENV)/bin/python
 
 install: $(VENV)/.installed-$(HASH)
 
-# Debian packages the integration tests use: the real prometheus/promtool, and chromium for report tests.
+# Debian packages the integration tests use: the real prometheus/promtool, and chromium for report tests;
+# kubectl (kubernetes-client) renders the kustomize install (tests/test_kustomize.py), only when no kubectl
+# is there: bookworm's is 1.20, whose kustomize v2 is too old for deploy/kustomization.yaml (the test says so).
 system-deps:
 	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null || ! command -v chromium >/dev/null; then \
 		echo "installing Debian packages: prometheus chromium"; \
 		apt-get -o DPkg::Lock::Timeout=300 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq prometheus chromium >/dev/null; \
+	fi
+	@if ! command -v kubectl >/dev/null; then \
+		echo "installing Debian package: kubernetes-client"; \
+		apt-get -o DPkg::Lock::Timeout=300 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq kubernetes-client >/dev/null; \
 	fi
 
 demo: install

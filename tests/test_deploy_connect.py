@@ -30,7 +30,9 @@ def _docs() -> list[dict[str, Any]]:
     out = []
     for path in sorted(glob.glob(os.path.join(ROOT, "deploy", "*.yaml"))):
         with open(path, encoding="utf-8") as fh:
-            out += [dict(d, _file=os.path.basename(path)) for d in yaml.safe_load_all(fh) if d]
+            # objects only: not deploy/kustomization.yaml (kind Kustomization) nor a file without kinds
+            out += [dict(d, _file=os.path.basename(path)) for d in yaml.safe_load_all(fh)
+                    if d and d.get("kind") not in (None, "Kustomization")]
     return out
 
 
