@@ -7,8 +7,6 @@ step (VPA, HPA, IHPA, reclaim, SPD: SPDs' skips come after the nodes'), then the
 """
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from autoscaler.features.base import ACT, DECIDE, Feature, ForecastNeed
@@ -20,6 +18,7 @@ from autoscaler.features.spd import SpdFeature
 from autoscaler.features.tide import TideFeature
 from autoscaler.features.vpa import VpaFeature
 from autoscaler.output.eviction import Evictor
+from autoscaler.output.sinks import Sink
 from autoscaler.routines.change_policy import ChangePolicy
 from autoscaler.routines.context import parse_duration
 from autoscaler.settings import ServeSettings
@@ -28,7 +27,7 @@ __all__ = ["ACT", "DECIDE", "Feature", "ForecastNeed", "extra_kinds", "features"
 
 
 def features(settings: ServeSettings, policy: ChangePolicy | None = None, *, step: pd.Timedelta | None = None,
-             sink: Any = None, evictor: Evictor | None = None) -> tuple[Feature, ...]:
+             sink: Sink | None = None, evictor: Evictor | None = None) -> tuple[Feature, ...]:
     """Every feature of serve, each built once per loop (their memories span runs). `policy`: the
     loop's change policy (its memory of writes); `evictor`: serve's one Evictor (tide drains and
     rebalancing share its rate limit), None for a dry-run one each."""

@@ -10,6 +10,7 @@ from autoscaler.features.base import ACT, ForecastNeed
 from autoscaler.model.cluster import ClusterState
 from autoscaler.model.views import WorkloadKey
 from autoscaler.output.eviction import Evictor
+from autoscaler.output.sinks import Sink
 from autoscaler.output.objects import Change
 from autoscaler.routines.change_policy import ChangePolicy
 from autoscaler.routines.context import RunContext, RunReport, parse_duration
@@ -21,7 +22,7 @@ class RebalanceFeature:
     # ACT: after the guardrails step (the kill switch), before write (decisions.json lists the moves)
     name, phase, write_rank, report_rank = "rebalance", ACT, 6, 3
 
-    def __init__(self, settings: ServeSettings, policy: ChangePolicy, step: pd.Timedelta, sink: Any,
+    def __init__(self, settings: ServeSettings, policy: ChangePolicy, step: pd.Timedelta, sink: Sink | None,
                  evictor: Evictor | None) -> None:
         self.settings = settings
         self.rebalancer = Rebalancer(settings.rebalance, step, evictor, sink, policy=policy)

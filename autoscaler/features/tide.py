@@ -11,6 +11,7 @@ from autoscaler.features.base import ACT, ForecastNeed
 from autoscaler.model.cluster import ClusterState
 from autoscaler.model.views import WorkloadKey
 from autoscaler.output.eviction import Evictor
+from autoscaler.output.sinks import Sink
 from autoscaler.output.objects import Change
 from autoscaler.routines.change_policy import ChangePolicy
 from autoscaler.routines.context import RunContext, RunReport, parse_duration
@@ -27,7 +28,7 @@ class TideFeature:
     # ACT, before rebalance: hand-backs are first to the Evictor's limit
     name, phase, write_rank, report_rank = "tide", ACT, 5, 4
 
-    def __init__(self, settings: ServeSettings, policy: ChangePolicy, sink: Any, evictor: Evictor | None) -> None:
+    def __init__(self, settings: ServeSettings, policy: ChangePolicy, sink: Sink | None, evictor: Evictor | None) -> None:
         self.settings = settings
         self.tide = TideStep(settings, sink, evictor, policy)
 

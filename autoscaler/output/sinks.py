@@ -195,3 +195,10 @@ class ApiSink:
 
     def close(self) -> None:
         pass
+
+
+def note_reason(sink: Sink | None, key: str, entry: dict[str, Any]) -> None:
+    """Lists `entry` under `key` in the file sink's decisions.json (a skip, a tide move, an eviction);
+    the other sinks keep no reasons."""
+    if isinstance(sink, FileSink):
+        sink.reasons[key] = entry

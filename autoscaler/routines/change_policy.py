@@ -25,7 +25,7 @@ from autoscaler.model.cluster import ClusterState, meta
 from autoscaler.model.decisions import VpaDecision
 from autoscaler.model.views import VpaView
 from autoscaler.output.objects import Change
-from autoscaler.output.sinks import DRY_RUN, WRITTEN, WriteResult
+from autoscaler.output.sinks import DRY_RUN, WRITTEN, Sink, WriteResult, note_reason
 from autoscaler.routines.context import KILLED, RunReport, parse_duration
 from autoscaler.routines.drift import WriteMemory, vpa_targets
 from autoscaler.settings import ServeSettings
@@ -34,13 +34,11 @@ log = logging.getLogger(__name__)
 Targets = Mapping[tuple[str, str], int]
 
 
-def not_selected(rep: RunReport, key: str, why: str, sink: Any = None) -> None:
+def not_selected(rep: RunReport, key: str, why: str, sink: Sink | None = None) -> None:
     """One unselected write: in the report's `skipped`, the log and the file sink's decisions.json."""
     rep.skipped[key] = why
     log.info("%s: %s", key, why)
-    reasons = getattr(sink, "reasons", None)
-    if isinstance(reasons, dict):
-        reasons[key] = {"skipped": why}
+    note_reason(sink, key, {"skipped": why})
 
 
 def _subject(c: Change, state: ClusterState, before: dict[str, Any]) -> Any:
@@ -91,7 +89,7 @@ class ChangePolicy:
         return self.memory.forget_changed_outside(state, self.settings.reclaim)
 
     def admit(self, rep: RunReport, candidates: list[Change], state: ClusterState, now: pd.Timestamp,
-              before: dict[str, Any], sink: Any = None) -> str:
+              before: dict[str, Any], sink: Sink | None = None) -> str:
         """Sets `rep.changes` to what may be written this run, `rep.held` to what a rule held."""
         allowed = []
         for c in candidates:

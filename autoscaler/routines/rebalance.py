@@ -21,6 +21,7 @@ from autoscaler.logic.rebalance import Candidate, NodeLoad, RebalancePlan, plan_
 from autoscaler.model.cluster import ClusterState, Obj, meta
 from autoscaler.model.views import NodeView, PdbView, PodView, WorkloadSeries
 from autoscaler.output.eviction import Evictor, Move, Outcome, movable
+from autoscaler.output.sinks import Sink, note_reason
 from autoscaler.routines.change_policy import ChangePolicy, not_selected
 from autoscaler.routines.context import RunContext, RunReport
 from autoscaler.settings import RebalanceSettings
@@ -142,7 +143,7 @@ class Rebalancer:
     """The step; keeps the Evictor (its per-minute window spans runs)."""
 
     def __init__(self, settings: RebalanceSettings, step: pd.Timedelta, evictor: Evictor | None = None,
-                 sink: Any = None, policy: ChangePolicy | None = None):
+                 sink: Sink | None = None, policy: ChangePolicy | None = None):
         self.settings = settings
         self.policy = policy  # serve.select (pods move only off selected nodes) and the kill switch; None: neither
         self.step = step
@@ -168,10 +169,8 @@ class Rebalancer:
             out = self.evictor.evict(Move(m.namespace, m.pod, m.node, m.reason))
             result.outcomes.append(out)
             log.info("rebalance %s/%s off %s: %s (%s)", m.namespace, m.pod, m.node, out.result, m.reason)
-        reasons = getattr(self.sink, "reasons", None)
-        if isinstance(reasons, dict):
-            for o, m in zip(result.outcomes, plan.moves):
-                reasons[f"Eviction/{m.namespace}/{m.pod}"] = o.as_dict() | {"destination": m.destination}
+        for o, m in zip(result.outcomes, plan.moves):
+            note_reason(self.sink, f"Eviction/{m.namespace}/{m.pod}", o.as_dict() | {"destination": m.destination})
         done: dict[str, int] = {}
         for o in result.outcomes:
             done[o.result] = done.get(o.result, 0) + 1

@@ -26,7 +26,7 @@ from autoscaler.model.cluster import Obj, meta
 from autoscaler.model.tide_pool import TidePool, node_patch
 from autoscaler.model.views import NodeView, PodView
 from autoscaler.output.eviction import Evictor, Move, movable
-from autoscaler.output.sinks import DRY_RUN, FAILED, WRITTEN, WriteResult
+from autoscaler.output.sinks import DRY_RUN, FAILED, WRITTEN, Sink, WriteResult, note_reason
 from autoscaler.routines.change_policy import ChangePolicy, not_selected
 from autoscaler.routines.context import RunContext, RunReport, iso, parse_duration
 from autoscaler.routines.tide_demand import NoForecast, pool_online_demand
@@ -51,7 +51,7 @@ def _moved_at(node: Obj, annotation: str) -> float | None:
 class TideStep:
     """One instance per serving loop (its Evictor's rate limit spans runs)."""
 
-    def __init__(self, settings: ServeSettings, sink: Any, evictor: Evictor | None = None,
+    def __init__(self, settings: ServeSettings, sink: Sink | None, evictor: Evictor | None = None,
                  policy: ChangePolicy | None = None) -> None:
         self.settings = settings
         self.policy = policy if policy is not None else ChangePolicy(settings)  # selection, kill switch
@@ -92,9 +92,7 @@ class TideStep:
                 continue
             entries.append(entry)
             moves += len(entry["moves"])
-            reasons = getattr(self.sink, "reasons", None)
-            if isinstance(reasons, dict):  # the file sink's decisions.json
-                reasons[key] = entry
+            note_reason(self.sink, key, entry)
         return f"{len(pools)} pool(s), {moves} node move(s){'' if self.kube else ' (dry-run)'}"
 
     # one pool -----------------------------------------------------------------------------------
