@@ -13,9 +13,9 @@ def test_target_times_request_stays_at_the_scale_point():
         assert target is not None and math.isclose(target * request, point)
 
 
-@pytest.mark.parametrize("request", [0.3, 0.8])  # targets 1.17 and 0.44: outside 50-90%
-def test_outside_the_bounds_the_request_is_held(request):
-    assert keep_scale_point(scale_point(0.7, 0.5), request, 0.5, 0.9) is None
+@pytest.mark.parametrize("new_request", [0.3, 0.8])  # targets 1.17 and 0.44: outside 50-90%
+def test_outside_the_bounds_the_request_is_held(new_request):
+    assert keep_scale_point(scale_point(0.7, 0.5), new_request, 0.5, 0.9) is None
 
 
 @pytest.mark.parametrize("args", [(float("nan"), 1.0, 0.5, 0.9), (0.35, 0.0, 0.5, 0.9), (0.35, 0.5, 0.9, 0.5),
