@@ -2,9 +2,10 @@
 
 Serve computes it from forecasts (autoscaler/logic/reclaim.py) and publishes it in the node's own
 `tidewise.io/reclaim-plan` annotation (`plan_document`); the node agent reads it back
-(`plan_from_annotation`) or from a file holding `ReclaimPlan.to_dict()` (`plan_from_dict`) and sizes
-its `reclaim` CPU pool and memory caps from it. One dataclass and one schema for both ends, so the
-two cannot drift apart; units are exact (integer millicpu and bytes).
+(`plan_from_annotation`), or offline from a file holding that annotation's JSON or the Node carrying
+it (`document_in`, then `plan_from_document`), and sizes its `reclaim` CPU pool and memory caps from
+it. One dataclass and one schema for both ends and every source, so they cannot drift apart; units
+are exact (integer millicpu and bytes).
 
 A plan the agent cannot trust — missing, malformed, another schema, another node's, not yet valid
 or past its `valid_until` — is refused with an `InputError` saying why; the agent then uses
@@ -129,10 +130,17 @@ def _document(text: str | None, what: str) -> dict[str, Any]:
 def plan_from_annotation(text: str | None, node: str, now: dt.datetime) -> ReclaimPlan:
     """Parse and check the node's `tidewise.io/reclaim-plan` annotation; InputError says why it is refused."""
     what = f"node {node} annotation {PLAN_ANNOTATION}"
-    doc = _document(text, what)
+    plan = plan_from_document(_document(text, what), node, what)
+    check_plan_in_force(plan, now, what, start_key="generated_at")
+    return plan
+
+
+def plan_from_document(doc: Mapping[str, Any], node: str | None, what: str) -> ReclaimPlan:
+    """The plan in an annotation document (`plan_document`'s keys), checked for its schema, its node
+    (any node when `node` is None) and its window, not yet against a clock (`check_plan_in_force`)."""
     if doc.get("schema") != PLAN_SCHEMA:
         raise InputError(f"{what}: schema {doc.get('schema')!r}, this agent reads {PLAN_SCHEMA}")
-    if doc.get("node") != node:
+    if node is not None and doc.get("node") != node:
         raise InputError(f"{what}: the plan is for node {doc.get('node')!r}")
     try:
         generated, until = utc(doc["generated_at"]), utc(doc["valid_until"])
@@ -142,8 +150,27 @@ def plan_from_annotation(text: str | None, node: str, now: dt.datetime) -> Recla
         raise InputError(f"{what}: {type(exc).__name__}: {exc}") from None
     if window <= 0:
         raise InputError(f"{what}: valid_until {doc['valid_until']} is not after generated_at {doc['generated_at']}")
-    check_plan_in_force(plan, now, what, start_key="generated_at")
     return plan
+
+
+def document_in(data: Any, what: str) -> dict[str, Any]:
+    """The annotation document held by `data`: the document itself (the annotation's JSON, as serve
+    writes it) or a Node object carrying it in `metadata.annotations` (what `serve --sink file`
+    writes under recommendations/node/, or `kubectl get node N -o json`). InputError names the fix."""
+    fix = (f"give the {PLAN_ANNOTATION} annotation's JSON (schema {PLAN_SCHEMA}) or the Node carrying it "
+           "(recommendations/node/<node>.yaml of `tidewise serve --sink file`, or `kubectl get node <node> -o yaml`)")
+    if not isinstance(data, Mapping):
+        raise InputError(f"{what}: a {type(data).__name__}, not a reclaim plan; {fix}")
+    if data.get("kind") == "Node" or "metadata" in data:
+        annotations = (data.get("metadata") or {}).get("annotations") or {}
+        text = annotations.get(PLAN_ANNOTATION) if isinstance(annotations, Mapping) else None
+        if not text:
+            raise InputError(f"{what}: a Node without the {PLAN_ANNOTATION} annotation (was serve.reclaim enabled?); "
+                             f"{fix}")
+        return _document(str(text), f"{what}: annotation {PLAN_ANNOTATION}")
+    if "window_start" in data and "schema" not in data:
+        raise InputError(f"{what}: ReclaimPlan.to_dict() keys (window_start), a format no longer read; {fix}")
+    return dict(data)
 
 
 def check_plan_in_force(plan: ReclaimPlan, now: dt.datetime, what: str, start_key: str = "window_start") -> None:

@@ -2,8 +2,9 @@
 
 Two sources. In a cluster (`--reclaim-plan-from api`, what deploy/enforcer-daemonset.yaml runs):
 `tidewise serve --apply` writes it to the node's own `tidewise.io/reclaim-plan` annotation and the
-agent reads it with a `get` of its Node. Offline (`--reclaim-plan FILE`): a file holding
-`ReclaimPlan.to_dict()`. The plan, its annotation schema and its checks live in `contracts.reclaim`,
+agent reads it with a `get` of its Node. Offline (`--reclaim-plan FILE`): a JSON or YAML file
+holding that annotation's own JSON, or the Node carrying it (what `serve --sink file` and `tidewise
+demo` write under recommendations/node/). The plan, its annotation schema and its checks live in `contracts.reclaim`,
 shared with the publisher (standard library only: the per-node agent must not pay for numpy and
 pandas, about 120 MiB of resident memory against its 80 MiB budget).
 
@@ -20,24 +21,33 @@ import os
 from typing import Callable, Mapping
 
 from contracts.errors import InputError, TidewiseError
-from contracts.reclaim import (PLAN_ANNOTATION, ReclaimPlan, check_plan_in_force, plan_from_annotation, plan_from_dict,
-                               zero_plan)
+from contracts.reclaim import (PLAN_ANNOTATION, ReclaimPlan, check_plan_in_force, document_in, plan_from_annotation,
+                               plan_from_document, zero_plan)
 
 log = logging.getLogger(__name__)
 
 
 def load_reclaim_plan(path: str, node: str | None = None) -> ReclaimPlan:
-    if not os.path.exists(path):
-        raise InputError(f"--reclaim-plan {path}: no such file")
+    """The plan in the file at `path` (the annotation's document, or a Node carrying it), for `node`
+    (any node when None); its window is not checked against a clock here. InputError names the file."""
+    what = f"--reclaim-plan {path}"
+    if not os.path.isfile(path):
+        raise InputError(f"{what}: no such file" if not os.path.exists(path) else f"{what}: not a file")
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except ValueError as exc:
-        raise InputError(f"--reclaim-plan {path}: not JSON: {exc}") from exc
-    plan = plan_from_dict(data, f"--reclaim-plan {path}")
-    if node and plan.node != node:
-        raise InputError(f"--reclaim-plan {path} is for node {plan.node!r}, not {node!r}")
-    return plan
+            text = fh.read()
+        data = json.loads(text)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what}: not text ({exc.reason}); give the {PLAN_ANNOTATION} annotation's JSON") from None
+    except ValueError:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InputError(f"{what}: neither JSON nor YAML ({str(exc).splitlines()[0]}); give the "
+                             f"{PLAN_ANNOTATION} annotation's JSON or the Node carrying it") from None
+    return plan_from_document(document_in(data, what), node or None, what)
 
 
 def reclaim_loader(path: str | None, node: str,
@@ -60,7 +70,8 @@ def reclaim_loader(path: str | None, node: str,
         if annotations is not None:
             return plan_from_annotation(annotations().get(PLAN_ANNOTATION), node, at)
         p = load_reclaim_plan(path or "", node or None)
-        check_plan_in_force(p, at, f"--reclaim-plan {path}")  # the annotation's checks: expired, in the future
+        # the annotation's checks: not expired, not generated in the future
+        check_plan_in_force(p, at, f"--reclaim-plan {path}", start_key="generated_at")
         return p
 
     def load() -> ReclaimPlan | None:

@@ -13,6 +13,7 @@ TWO_SOCKET = os.path.join(SYSFS, "two-socket")
 FOUR_NUMA = os.path.join(SYSFS, "four-numa")
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 MIXED_PODS = os.path.join(DATA, "pods-mixed.yaml")
+# the annotation's own JSON (contracts.reclaim.plan_document), valid ten years so that the fixture never expires
 RECLAIM_PLAN = os.path.join(DATA, "reclaim-plan.json")
 
 @pytest.fixture

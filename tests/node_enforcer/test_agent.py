@@ -2,7 +2,7 @@ import datetime as dt
 import json
 import os
 
-from contracts.reclaim import ReclaimPlan
+from contracts.reclaim import ReclaimPlan, plan_document
 from node_enforcer.agent import Agent
 from node_enforcer.collect.reclaim import reclaim_loader
 from node_enforcer.enforce.cgroups import V2Driver
@@ -103,7 +103,7 @@ def test_dry_run_agent_writes_nothing(tmp_path, two_socket):
 def test_reclaim_loader_refuses_expired_and_bad_plans_and_reclaims_nothing(tmp_path, caplog):
     path = tmp_path / "plan.json"
     plan = ReclaimPlan("n1", "2026-11-30T08:00:00Z", 3600, 4000, 2**30, 1000)
-    path.write_text(json.dumps(plan.to_dict()))
+    path.write_text(json.dumps(plan_document(plan)))
     at = lambda h: (lambda: dt.datetime(2026, 11, 30, h, 30, tzinfo=dt.timezone.utc))  # noqa: E731
     assert reclaim_loader(str(path), "n1", now=at(8))().reclaimed_millicpu == 4000
     # fail closed: a refused plan is a zero plan (the pool keeps its floor), not "no plan" (pool = all free)

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contracts.reclaim import plan_from_dict
+from contracts.reclaim import plan_document, plan_from_dict
 from contracts.reclaim import NumaReclaim, ReclaimPlan
 from node_enforcer.collect.pods import read_pods_file
 from node_enforcer.collect.reclaim import load_reclaim_plan
@@ -164,8 +164,9 @@ def test_reclaim_is_capped_by_the_plan_and_follows_its_numa_split(four_numa):
 def test_reclaim_input_file_matches_reclaim_plan(four_numa, tmp_path):
     plan_obj = rp(millicpu=12000, demand=30000, numa={1: NumaReclaim(8000, 2**30), 3: NumaReclaim(4000, 2**30)})
     path = tmp_path / "plan.json"
-    path.write_text(json.dumps(plan_obj.to_dict()))
+    path.write_text(json.dumps(plan_document(plan_obj)))
     pods = [make_pod("web", cpu="2"), make_pod("b", "reclaimed_cores", limit_memory="64Gi")]
+    assert load_reclaim_plan(str(path)) == plan_obj  # the file holds the annotation's JSON: one schema
     assert plan(four_numa, pods, plan_obj) == plan(four_numa, pods, load_reclaim_plan(str(path)))
 
 

@@ -43,7 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cgroup-version", choices=["1", "2", "auto"], help="default auto: 2 when the root is unified")
     p.add_argument("--cgroup-parent", metavar="PATH", help="folder under each hierarchy holding kubepods (default none)")
     p.add_argument("--proc-root", metavar="DIR", help="default /proc (oom_score_adj, meminfo, PSI)")
-    p.add_argument("--reclaim-plan", metavar="FILE", help="the serving loop's ReclaimPlan JSON for this node")
+    p.add_argument("--reclaim-plan", metavar="FILE", help="this node's plan offline: the tidewise.io/reclaim-plan "
+                   "annotation's JSON as serve writes it, or the Node (YAML/JSON) carrying it, e.g. recommendations/"
+                   "node/<node>.yaml of `serve --sink file` or `tidewise demo`; a malformed file exits 2")
     p.add_argument("--reclaim-plan-from", choices=["api", "file", "none"],
                    help="api: this Node's tidewise.io/reclaim-plan annotation, written by `tidewise serve --apply`; "
                         "file: --reclaim-plan (default when given); none. A missing, malformed or expired plan "
@@ -188,6 +190,7 @@ def _quantity(flag: str, value: str | None, rate: bool) -> int | None:
 def run(args: argparse.Namespace) -> int:
     """Check every input first (exit 2 before any cgroup is written), then reconcile once or loop."""
     from node_enforcer.agent import Agent
+    from node_enforcer.collect.reclaim import load_reclaim_plan
     from node_enforcer.collect.topology import read_topology
 
     s = _settings(args)
@@ -198,7 +201,8 @@ def run(args: argparse.Namespace) -> int:
     kube = _kube_api(s, node, plan_from, args.kubeconfig)
     watch = not args.once and not getattr(args, "no_watch", False)
     list_pods = _pod_lister(s, node, kube, watch)
-    _check_reclaim_plan(s, node, plan_from, args.once)
+    if plan_from == "file" and s.reclaim_plan and (args.once or os.path.exists(s.reclaim_plan)):
+        load_reclaim_plan(s.reclaim_plan, node)  # a bad file exits 2 now; in the loop a stale plan reclaims 0
     writer, reclaim, evictor = _enforcement(s, node, plan_from, kube, watch)
     agent = Agent(s, topo, list_pods, driver, writer, reclaim, evictor, **_isolation(s, node, kube))
     if not args.once:
@@ -337,14 +341,6 @@ def _pod_lister(s: "EnforcerSettings", node: str, kube: "KubeApi | None", watch:
     if s.pods_from == "api":
         return lambda: kube.list_node_pods(node)  # type: ignore[union-attr]
     return lambda: KubeletPods(s.kubelet_url, verify=s.kubelet_ca or True).list(node)
-
-
-def _check_reclaim_plan(s: "EnforcerSettings", node: str, plan_from: str, once: bool) -> None:
-    if plan_from == "file" and s.reclaim_plan and (once or os.path.exists(s.reclaim_plan)):
-        from node_enforcer.collect.reclaim import load_reclaim_plan
-
-        # fail now on a bad file; in the loop a missing or stale plan is refused with a warning (reclaim 0)
-        load_reclaim_plan(s.reclaim_plan, node)
 
 
 def _enforcement(s: "EnforcerSettings", node: str, plan_from: str, kube: "KubeApi | None",
