@@ -1,5 +1,10 @@
 """VPA recommendations: each VPA naming this recommender decided (`logic/decide_vpa.py`), limited
-by the change policy, and its status written (and, opted in, a Katalyst ResourceRecommend)."""
+by the change policy, and its status written (and, opted in, a Katalyst ResourceRecommend).
+
+Each decision carries the VPA's violation budget (`logic/budget.py`) and the achieved rate of the
+last 24 h against the request in force (/metrics). When the CPU request changes and a selected HPA
+scales the workload on CPU utilisation, its target is rewritten with it to keep the scale point
+(`logic/vpa_hpa.py`), both or neither (`routines/changes.py`), or the CPU request is held."""
 from __future__ import annotations
 
 import logging
@@ -8,18 +13,21 @@ from typing import Any
 import pandas as pd
 
 from autoscaler.features.base import DECIDE, ForecastNeed
+from autoscaler.logic.budget import budget_for, violation_rate
 from autoscaler.logic.choice_by_cost import CostLedger
 from autoscaler.logic.decide_vpa import VpaInputs, decide_vpa
 from autoscaler.model.cluster import ClusterState, meta
 from autoscaler.model.decisions import VpaDecision
-from autoscaler.model.views import VpaView, WorkloadKey, last_oom_kills
-from autoscaler.output.objects import Change, resource_recommend_change, vpa_change
+from autoscaler.logic.vpa_hpa import plan_scale_point
+from autoscaler.model.views import HpaView, VpaView, WorkloadKey, last_oom_kills, requests_in_force
+from autoscaler.output.objects import Change, hpa_target_change, resource_recommend_change, vpa_change, vpa_undo
 from autoscaler.routines.change_policy import ChangePolicy
 from autoscaler.routines.context import RunContext, RunReport, decide_one, parse_duration
 from autoscaler.routines.drift import vpa_targets
 from autoscaler.settings import ServeSettings
 
 log = logging.getLogger(__name__)
+FROM = {"pods": "the pods' own requests", "template": "the pod template's requests"}  # requests_in_force's source
 
 
 class VpaFeature:
@@ -28,6 +36,7 @@ class VpaFeature:
     def __init__(self, settings: ServeSettings, policy: ChangePolicy, step: pd.Timedelta) -> None:
         self.settings, self.policy, self.step = settings, policy, step
         self.ledger = CostLedger()  # candidates' past requests (vpa.choose_by_cost), kept between runs
+        self.pairs: dict[str, Change] = {}  # this run: VPA key -> the HPA change written with it
 
     @property
     def enabled(self) -> bool:
@@ -49,6 +58,7 @@ class VpaFeature:
         return need
 
     def run(self, rep: RunReport, ctx: RunContext) -> str:
+        self.pairs = {}
         for vpa in ctx.state.vpas:
             key = f"VerticalPodAutoscaler/{meta(vpa).get('namespace')}/{meta(vpa).get('name')}"
             decide_one(key, rep, lambda: self._decide(VpaView(vpa), ctx), rep.vpa.append)
@@ -69,11 +79,57 @@ class VpaFeature:
         if series is None:
             raise LookupError(f"no history for {vpa.namespace}/{kind}/{target}")
         replicas = ctx.state.replicas(vpa.namespace, kind or "", target or "")
-        ooms = last_oom_kills(ctx.state.pods_of(vpa.namespace, kind or "", target or ""))
+        pods = ctx.state.pods_of(vpa.namespace, kind or "", target or "")
         forecasts = ctx.forecasts if ctx.vpa_forecasts is None else ctx.vpa_forecasts
+        budget, why = budget_for(vpa.budget_annotation(), s.violation_budget)
         d = decide_vpa(VpaInputs(vpa, wl, replicas, series, forecasts, ctx.history, ctx.now,
-                                 self.step, ooms, self.ledger), s)
-        return self.policy.limit(d, vpa)
+                                 self.step, last_oom_kills(pods), self.ledger, budget, why), s)
+        d = self.policy.limit(d, vpa, ctx.now)
+        in_force, source = requests_in_force(wl, pods)
+        for c in d.containers:
+            for res, rec in c.resources.items():
+                sid = series.by_container[c.container][res]
+                rec.violation_rate = violation_rate(ctx.history.series[sid], replicas,
+                                                    in_force.get((c.container, res)), res, ctx.now)
+                rec.reason.steps.append(f"achieved violation rate over the last 24 h "
+                                        f"{'unknown' if rec.violation_rate is None else f'{rec.violation_rate:.3f}'}"
+                                        f" against {FROM[source]}")
+        self._pair_hpa(d, vpa, ctx, in_force)
+        return d
+
+    def _pair_hpa(self, d: VpaDecision, vpa: VpaView, ctx: RunContext, in_force: dict[tuple[str, str], int]) -> None:
+        """Keeps the scale point of an HPA scaling the workload on CPU utilisation when the CPU
+        request changes: its new target in `self.pairs`, or the CPU request held (issue 24 item 5)."""
+        found = next(((h, i) for h in map(HpaView, ctx.state.hpas)
+                      if h.workload_key() == (vpa.namespace, d.target_kind, d.target_name)
+                      and (i := h.cpu_utilization_metric()) is not None), None)
+        cpu = {c.container: c.resources["cpu"] for c in d.containers if "cpu" in c.resources}
+        if found is None or not cpu:
+            return
+        hpa, index = found
+        published = self.policy.published(vpa)
+        before = {name: published.get((name, r), v) for (name, r), v in in_force.items() if r == "cpu"}
+        new = {**before, **{name: rec.target for name, rec in cpu.items()}}
+        if sum(new.values()) == sum(before.values()):
+            return
+        why_not = self.policy.why_not("HorizontalPodAutoscaler", hpa.obj)
+        if why_not is not None:
+            for rec in cpu.values():
+                rec.reason.steps.append(f"HPA {hpa.name} scales on CPU utilisation but may not be written "
+                                        f"({why_not}): its scale point moves with the request")
+            return
+        current = hpa.metrics()[index]["resource"]["target"]["averageUtilization"]
+        plan = plan_scale_point(hpa.name, current, hpa.scale_anchor(), sum(before.values()), sum(new.values()),
+                                self.settings.vpa.hpa_target_bounds)
+        for name, rec in cpu.items():
+            rec.reason.steps.append(plan.why)
+            if plan.target_pct is None and name in before:
+                rec.target = before[name]
+                rec.lower, rec.upper = min(rec.lower, rec.target), max(rec.upper, rec.target)
+        if plan.target_pct is not None and plan.target_pct != current:
+            change, back = hpa_target_change(hpa.obj, index, plan.target_pct, plan.user_pct, plan.anchor, plan.why)
+            change.undo = back
+            self.pairs[d.key] = change
 
     def changes(self, rep: RunReport, state: ClusterState, now_iso: str, before: dict[str, Any]) -> list[Change]:
         vpas = {f"{meta(v).get('namespace', 'default')}/{meta(v)['name']}": v for v in state.vpas}
@@ -87,6 +143,8 @@ class VpaFeature:
             c = vpa_change(vpa, d, now_iso)
             if c is not None:
                 before[c.key] = vpa
+                c.companion = self.pairs.get(d.key)
+                c.undo = vpa_undo(vpa) if c.companion is not None else None
                 c.safe_direction = all(t >= (prev.get(k) or 0) for k, t in new.items())
                 changes.append(c)
                 if self.settings.vpa.write_resource_recommend:

@@ -14,11 +14,12 @@ import numpy as np
 import pandas as pd
 
 from autoscaler.logic.choice_by_cost import CostLedger, candidates, choose_by_cost, describe_choice, serve_choice
+from autoscaler.logic.regime import regime
 from autoscaler.logic.vpa import container_policy, recommend_resource
 from autoscaler.model.cluster import Obj, container_requests
 from contracts.quantity import to_units
 from autoscaler.model.decisions import ContainerRecommendation, ResourceRecommendation, VpaDecision
-from autoscaler.model.views import VpaView, WorkloadSeries, resizes_in_place
+from autoscaler.model.views import VpaView, WorkloadSeries
 from autoscaler.settings import VpaSettings
 from predictor.durations import parse_duration
 from predictor.history import History
@@ -44,6 +45,10 @@ class VpaInputs:
     step: pd.Timedelta
     ooms: Mapping[str, pd.Timestamp] = field(default_factory=dict)  # container -> its pods' last OOM kill
     ledger: CostLedger | None = None  # candidates' past requests, for settings.choose_by_cost (the loop's)
+    # the violation budget of this VPA (logic/budget.py: its annotation or the config's) and why; None:
+    # settings.violation_budget. Carried to each recommendation, where the hour-peak model reads it
+    budget: float | None = None
+    budget_why: str | None = None
 
 
 def _memory_at_oom(inp: VpaInputs, container: str, sid: str, since: pd.Timestamp) -> float | None:
@@ -58,13 +63,6 @@ def _memory_at_oom(inp: VpaInputs, container: str, sid: str, since: pd.Timestamp
     request = (container_requests(inp.workload).get(container) or {}).get("memory")
     by_request = to_units("memory", request) * max(1, inp.replicas) if request else 0.0
     return max(float(seen.iloc[-1]) if len(seen) else 0.0, float(by_request)) or None
-
-
-def apply_path(workload: Obj, container: str, resource: str) -> str:
-    """How a changed request reaches the pod: an in-place resize or the updater's eviction."""
-    if resizes_in_place(workload, container, resource):
-        return "applies in place without a restart (resizePolicy NotRequired)"
-    return "applies by eviction and restart (no resizePolicy NotRequired; the stock updater's path)"
 
 
 def _memory_peak(y: pd.Series, since: pd.Timestamp) -> float | None:
@@ -101,7 +99,11 @@ def decide_vpa(inp: VpaInputs, settings: VpaSettings) -> VpaDecision:
                                      model_label=label, oom_memory=oom, raw_total=cand.value if cand else None)
             if why:
                 describe_choice(rec, cand, why)
-            rec.reason.steps.append(apply_path(inp.workload, cname, res))
+            how = regime(inp.vpa, inp.workload, cname, res)
+            rec.regime, rec.after_oom = how.name, oom is not None
+            rec.budget = settings.violation_budget if inp.budget is None else inp.budget
+            rec.reason.steps.append(inp.budget_why or f"violation budget {rec.budget:g}")
+            rec.reason.steps.append(how.describe(settings.max_changes_per_day))
             resources[res] = rec
         if resources:
             containers.append(ContainerRecommendation(cname, resources))

@@ -14,7 +14,8 @@ from typing import Any, Mapping
 import pandas as pd
 
 from autoscaler.model.cluster import Obj, container_requests, meta
-from contracts.annotations import USER_MIN_ANNOTATION as ANNOTATION_USER_MIN
+from contracts.annotations import (BUDGET_ANNOTATION, HPA_ANCHOR_ANNOTATION, HPA_USER_TARGET_ANNOTATION,
+                                   USER_MIN_ANNOTATION as ANNOTATION_USER_MIN)
 from contracts.qos import QOS_ANNOTATION, QosReporter, parse_qos, qos_level
 from contracts.quantity import to_units
 from predictor.history import History
@@ -85,6 +86,15 @@ class VpaView(ObjectView):
         """The workload whose series the forecast step must cover (None: no usable targetRef)."""
         return _ref_key(self.namespace, (self.obj.get("spec") or {}).get("targetRef"))
 
+    def update_mode(self) -> str:
+        """spec.updatePolicy.updateMode as written ("Auto", the API's default, when unset)."""
+        mode = (self.spec.get("updatePolicy") or {}).get("updateMode")
+        return str(mode) if mode else "Auto"
+
+    def budget_annotation(self) -> str | None:
+        """The user's violation budget for this VPA, as written (`tidewise.io/violation-budget`)."""
+        return (self.annotations or {}).get(BUDGET_ANNOTATION)
+
     def container_policies(self) -> list[Any]:
         """spec.resourcePolicy.containerPolicies ([] when there are none)."""
         return (self.spec.get("resourcePolicy") or {}).get("containerPolicies") or []
@@ -145,6 +155,22 @@ class HpaView(ObjectView):
     def metrics(self) -> list[Any]:
         """spec.metrics ([] when absent: the caller applies its default target)."""
         return self.spec.get("metrics") or []
+
+    def cpu_utilization_metric(self) -> int | None:
+        """Index in spec.metrics of the Resource cpu metric with target.type Utilization (None: none)."""
+        for i, m in enumerate(self.metrics()):
+            res = m.get("resource") if isinstance(m, dict) and m.get("type") == "Resource" else None
+            target = res.get("target") if isinstance(res, dict) and res.get("name") == "cpu" else None
+            if isinstance(target, dict) and target.get("type") == "Utilization" \
+                    and isinstance(target.get("averageUtilization"), int):
+                return i
+        return None
+
+    def scale_anchor(self) -> tuple[str | None, str | None]:
+        """(the user's target utilisation, the pod CPU request at Tidewise's first rewrite) as kept in
+        annotations once serve rewrote the target (None where absent)."""
+        a = self.annotations or {}
+        return a.get(HPA_USER_TARGET_ANNOTATION), a.get(HPA_ANCHOR_ANNOTATION)
 
     def written_min_replicas(self) -> object:
         """spec.minReplicas as the cluster holds it (1, the API's default, when unset; None without a spec)."""
@@ -310,3 +336,27 @@ def index_series(history: History) -> dict[WorkloadKey, WorkloadSeries]:
         out.setdefault((k.namespace, k.kind, k.name), WorkloadSeries()).by_container \
             .setdefault(k.container, {})[k.resource] = sid
     return out
+
+
+def requests_in_force(workload: Obj, pods: list[Obj]) -> tuple[dict[tuple[str, str], int], str]:
+    """(container, resource) -> the request in force per pod, and where it was read: the pods' own
+    spec requests (their mean, during a rollout) when the cluster state holds pods of the workload,
+    else the pod template's ("pods" or "template"). Unparsable quantities are left out."""
+    seen: dict[tuple[str, str], list[int]] = {}
+    for pod in pods:
+        for c in (pod.get("spec") or {}).get("containers") or []:
+            for res, q in ((c.get("resources") or {}).get("requests") or {}).items() if isinstance(c, dict) else ():
+                try:
+                    seen.setdefault((str(c.get("name")), res), []).append(to_units(res, q))
+                except ValueError:
+                    pass
+    if seen:
+        return {k: round(sum(v) / len(v)) for k, v in seen.items()}, "pods"
+    out: dict[tuple[str, str], int] = {}
+    for name, r in container_requests(workload).items():
+        for res, q in r.items():
+            try:
+                out[(name, res)] = to_units(res, q)
+            except ValueError:
+                pass
+    return out, "template"

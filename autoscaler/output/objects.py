@@ -6,6 +6,7 @@ sends (a merge patch, to the status subresource where the kind has one).
 """
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import json
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from autoscaler.model.cluster import Obj, meta
 from autoscaler.model.decisions import HpaDecision, VpaDecision
 from autoscaler.model.views import ANNOTATION_USER_MIN
 from autoscaler.settings import ReclaimSettings
+from contracts.annotations import HPA_ANCHOR_ANNOTATION, HPA_USER_TARGET_ANNOTATION
 from contracts.annotations import REASON_ANNOTATION as ANNOTATION_REASON
 from contracts.node_forecast import FORECAST_ANNOTATION, FORECAST_SCHEMA, NodeForecast, forecast_annotation
 from contracts.quantity import format_units
@@ -23,7 +25,7 @@ from predictor.durations import parse_duration
 from contracts.reclaim import PLAN_ANNOTATION, PLAN_SCHEMA, ReclaimPlan, plan_document
 
 __all__ = ["ANNOTATION_REASON", "ANNOTATION_USER_MIN", "PLAN_ANNOTATION", "PLAN_SCHEMA", "Change", "cnr_change",
-           "hpa_change", "node_change", "plan_document", "published", "resource_recommend_change", "vpa_change"]
+           "hpa_change", "hpa_target_change", "node_change", "vpa_undo", "plan_document", "published", "resource_recommend_change", "vpa_change"]
 
 CONDITION_REASON = "TidewiseForecast"
 MAX_MESSAGE = 1000  # condition messages stay readable in `kubectl describe`
@@ -41,6 +43,10 @@ class Change:
     safe_direction: bool = False  # a change that must never wait for a cool-down
     reasons: dict[str, Any] = field(default_factory=dict)
     create: bool = False  # the object does not exist yet: created (then its status patched), not patched
+    # written right after this one, both or neither (a VPA's CPU request and its HPA's target utilisation):
+    # when the companion fails, `undo` (the patch restoring this object) is written and both failed
+    companion: "Change | None" = None
+    undo: "Change | None" = None
 
     @property
     def key(self) -> str:
@@ -134,6 +140,44 @@ def hpa_change(hpa: Obj, decision: HpaDecision) -> Change | None:
                   reasons={"reason": decision.reason.to_dict(), "predicted": decision.predicted,
                            "timeline": {"start": decision.timeline_start, "step_seconds": decision.timeline_step_seconds,
                                         "replicas": decision.timeline}})
+
+
+def vpa_undo(vpa: Obj) -> Change:
+    """The status patch that puts the VPA's recommendation and conditions back as read (a merge
+    patch: null removes what was not there)."""
+    status = vpa.get("status") or {}
+    m = meta(vpa)
+    patch = {"status": {"recommendation": status.get("recommendation"), "conditions": status.get("conditions")}}
+    return Change("VerticalPodAutoscaler", vpa.get("apiVersion", "autoscaling.k8s.io/v1"), m.get("namespace"),
+                  m["name"], vpa, patch, subresource="status", reasons={"undo": "restored as read"})
+
+
+def hpa_target_change(hpa: Obj, index: int, target_pct: int, user_pct: int, anchor_millicpu: int,
+                      reason: str) -> tuple[Change, Change]:
+    """(the HPA with spec.metrics[index]'s averageUtilization set to `target_pct`, the user's target and
+    the scale point's request kept in annotations; the patch putting it back as read). spec.metrics is a
+    list: a merge patch replaces it whole, so the patch carries every metric, and the resourceVersion
+    (a concurrent edit is a 409, never a lost update)."""
+    spec = hpa.get("spec") or {}
+    metrics = copy.deepcopy(spec.get("metrics") or [])
+    metrics[index]["resource"]["target"]["averageUtilization"] = int(target_pct)
+    m = meta(hpa)
+    annotations = {HPA_USER_TARGET_ANNOTATION: str(user_pct), HPA_ANCHOR_ANNOTATION: str(anchor_millicpu),
+                   ANNOTATION_REASON: reason[:MAX_MESSAGE]}
+    md = dict(hpa.get("metadata") or {})
+    old_annotations = md.get("annotations") or {}
+    md["annotations"] = {**old_annotations, **annotations}
+    obj = dict(hpa, metadata=md, spec=dict(spec, metrics=metrics))
+    patch: dict[str, Any] = {"metadata": {"annotations": annotations}, "spec": {"metrics": metrics}}
+    back: dict[str, Any] = {"metadata": {"annotations": {k: old_annotations.get(k) for k in annotations}},
+                            "spec": {"metrics": spec.get("metrics")}}
+    if m.get("resourceVersion"):
+        patch["metadata"]["resourceVersion"] = m["resourceVersion"]
+    api = hpa.get("apiVersion", "autoscaling/v2")
+    change = Change("HorizontalPodAutoscaler", api, m.get("namespace"), m["name"], obj, patch,
+                    reasons={"target_utilization": target_pct, "reason": reason})
+    return change, Change("HorizontalPodAutoscaler", api, m.get("namespace"), m["name"], hpa, back,
+                          reasons={"undo": "restored as read"})
 
 
 def published(node: Obj, settings: ReclaimSettings) -> tuple[int | None, int | None]:

@@ -163,6 +163,13 @@ class ApiSink:
         if "status" in c.patch:
             self.kube.patch_spd_status(ns, c.name, {"status": c.patch["status"]})
 
+    def _fresh(self, change: Change) -> dict[str, Any] | None:
+        """The HPA as the API holds it now (None when it cannot be read)."""
+        try:
+            return self.kube.get_hpa(change.namespace or "", change.name)
+        except KubeError:
+            return None
+
     def write(self, change: Change) -> WriteResult:
         attempt = 0
         while True:
@@ -174,6 +181,14 @@ class ApiSink:
                     log.warning("%s: still conflicting after %d retries: %s", change.key, attempt, exc)
                     return WriteResult(change.key, CONFLICT, str(exc))
                 attempt += 1
+                if change.kind == "HorizontalPodAutoscaler" and "metrics" in change.patch.get("spec", {}):
+                    fresh = self._fresh(change)
+                    if fresh is not None and change.undo is not None and \
+                            HpaView(fresh).spec.get("metrics") == change.undo.patch["spec"]["metrics"]:
+                        # only other fields moved (say, minReplicas in this same run): the same patch again
+                        change.patch["metadata"]["resourceVersion"] = (fresh.get("metadata") or {}).get("resourceVersion")
+                        continue
+                    return WriteResult(change.key, CONFLICT, f"spec.metrics changed since read: {exc}")
                 if change.kind == "HorizontalPodAutoscaler":
                     try:
                         change = rebase_hpa(change, self.kube.get_hpa(change.namespace or "", change.name))

@@ -2,6 +2,9 @@
 
 - change limit: a VPA target moves at most `guardrails.max_decrease_ratio` / `max_increase_ratio`
   from what is published (applied to the decision, so its reason names the step);
+- restart regime: a container resource whose change restarts a pod (`logic/regime.py`) changes its
+  written target at most `vpa.max_changes_per_day` times in any 24 h (this policy remembers when each
+  written target changed); in place it may change every run;
 - dead band: a VPA decision whose every target is within `vpa.min_change` of the published one is
   not worth a write;
 - selection: a change to an object outside `serve.select` is dropped and named in `skipped`;
@@ -21,6 +24,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from autoscaler.logic.guardrails import Cooldown, limit_vpa_decision, read_kill_switch
+from autoscaler.logic.regime import DAY, RESTART, restart_limit
 from autoscaler.model.cluster import ClusterState, meta
 from autoscaler.model.decisions import VpaDecision
 from autoscaler.model.views import VpaView
@@ -58,16 +62,39 @@ class ChangePolicy:
         self.settings = settings
         self.memory = memory if memory is not None else WriteMemory()
         self.cooldown = Cooldown(parse_duration(settings.guardrails.cooldown, what="cooldown"))
+        # (VPA key, container, resource) -> when its written target changed, over the last 24 h
+        self.changed_at: dict[tuple[str, str, str], list[pd.Timestamp]] = {}
 
     # decisions ----------------------------------------------------------------------------------
     def published(self, vpa: VpaView) -> Targets:
         """The VPA's targets as published: what this loop last wrote (fresher than a read), else its status."""
         return self.memory.vpa_written.get(vpa.key) or vpa.published()
 
-    def limit(self, decision: VpaDecision, vpa: VpaView) -> VpaDecision:
-        """The change limit, from what is published."""
+    def limit(self, decision: VpaDecision, vpa: VpaView, now: pd.Timestamp) -> VpaDecision:
+        """The change limit, from what is published, then the restart regime's changes a day."""
         g = self.settings.guardrails
-        return limit_vpa_decision(decision, self.published(vpa), vpa.obj, g.max_decrease_ratio, g.max_increase_ratio)
+        published = self.published(vpa)
+        limit_vpa_decision(decision, published, vpa.obj, g.max_decrease_ratio, g.max_increase_ratio)
+        for c in decision.containers:
+            for res, rec in c.resources.items():
+                if rec.regime != RESTART:
+                    continue
+                held, why = restart_limit(published.get((c.container, res)), rec.target,
+                                          self.changed_at.get((vpa.key, c.container, res), ()), now,
+                                          self.settings.vpa.max_changes_per_day,
+                                          raise_after_oom=res == "memory" and rec.after_oom)
+                if why:
+                    rec.reason.steps.append(why)
+                    rec.target, rec.lower, rec.upper = held, min(rec.lower, held), max(rec.upper, held)
+        return decision
+
+    def _note_changes(self, decision: VpaDecision, before: Targets, now: pd.Timestamp) -> None:
+        """Each target of `decision` that differs from what was published is one change, at `now`."""
+        for (container, res), target in vpa_targets(decision).items():
+            prev = before.get((container, res))
+            if prev is not None and prev != target:
+                times = self.changed_at.setdefault((decision.key, container, res), [])
+                times[:] = [t for t in times if now - t < DAY] + [now]
 
     def within_dead_band(self, new: Targets, prev: Targets) -> bool:
         """Every target within the dead band of the one published: not worth a write."""
@@ -120,6 +147,9 @@ class ChangePolicy:
         for c, res in zip(rep.changes, results):
             if res.outcome in (WRITTEN, DRY_RUN):
                 self.cooldown.record(c.key, now)
+                if c.kind == "VerticalPodAutoscaler":
+                    vpa = before.get(c.key)
+                    self._note_changes(vpa_by_key[c.key], self.published(VpaView(vpa)) if vpa else {}, now)
                 shown = c.obj if lands and res.outcome == WRITTEN else before.get(c.key)
                 self.memory.remember(c, shown, vpa_by_key[c.key] if c.kind == "VerticalPodAutoscaler" else None,
                                      self.settings.reclaim)

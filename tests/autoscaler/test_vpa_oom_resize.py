@@ -1,5 +1,6 @@
 """Serve's VPA decision after an OOM kill (read from the pods' lastState) and the path a change
-takes (in-place resize when the pod template declares resizePolicy NotRequired, else eviction)."""
+takes (in place when the VPA's updateMode is InPlaceOrRecreate and the pod template declares
+resizePolicy NotRequired, else restart: logic/regime.py)."""
 import numpy as np
 import pandas as pd
 
@@ -34,11 +35,11 @@ def pod(reason: str, finished: str) -> dict:
                                                   "reason": reason, "exitCode": 137, "finishedAt": finished}}}]}}
 
 
-def decide(ooms: dict, wl: dict | None = None):
+def decide(ooms: dict, wl: dict | None = None, vpa: dict = VPA):
     idx = pd.date_range(NOW - pd.Timedelta("1D"), NOW - STEP, freq=STEP)
     history = History({MEM: pd.Series(800.0 * MIB, index=idx)}, STEP)  # 2 pods x 400 MiB
     fc = Forecast(MEM, pd.date_range(NOW, periods=96, freq=STEP), QS, np.full((96, 4), 800.0 * MIB), model="m")
-    inp = VpaInputs(VpaView(VPA), wl or workload(), 2, WorkloadSeries({"app": {"memory": MEM}}), {MEM: fc},
+    inp = VpaInputs(VpaView(vpa), wl or workload(), 2, WorkloadSeries({"app": {"memory": MEM}}), {MEM: fc},
                     history, NOW, STEP, ooms)
     return decide_vpa(inp, VpaSettings(margin=0.0, min_memory_bytes=1)).containers[0].resources["memory"]
 
@@ -63,10 +64,12 @@ def test_an_oom_kill_older_than_the_memory_window_is_forgotten():
     assert decide({"app": pd.Timestamp("2025-12-30T00:00:00Z")}).target == 400 * MIB
 
 
-def test_the_reason_names_the_in_place_path_only_with_resize_policy_not_required():
+def test_the_reason_names_the_in_place_regime_only_with_in_place_mode_and_resize_policy_not_required():
     in_place = workload([{"resourceName": "memory", "restartPolicy": "NotRequired"}])
     restart = workload([{"resourceName": "memory", "restartPolicy": "RestartContainer"}])
     assert resizes_in_place(in_place, "app", "memory") and not resizes_in_place(restart, "app", "memory")
-    assert "in place without a restart" in decide({}, in_place).reason.summary()
-    assert "eviction" in decide({}, restart).reason.summary()
-    assert "eviction" in decide({}).reason.summary()
+    mode = {**VPA, "spec": {**VPA["spec"], "updatePolicy": {"updateMode": "InPlaceOrRecreate"}}}
+    assert "regime in-place" in decide({}, in_place, mode).reason.summary()
+    assert "regime restart" in decide({}, restart, mode).reason.summary()
+    assert "regime restart" in decide({}, None, mode).reason.summary()  # no resizePolicy: fail closed
+    assert "regime restart (updateMode Auto" in decide({}, in_place).reason.summary()  # the mode does not allow it

@@ -96,13 +96,18 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
         raise InputError(f"config section 'serve.tide': {exc}") from None
     from autoscaler.settings import IhpaSettings, SpdSettings
 
+    vpa = settings_from(VpaSettings, section.get("vpa"), "serve.vpa", recommender_name=args.recommender_name)
+    try:
+        vpa.check()
+    except ValueError as exc:
+        raise InputError(f"config section 'serve.vpa': {exc}") from None
     return ServeSettings(
         select=_select(section.get("select")),
         spd=settings_from(SpdSettings, section.get("spd"), "serve.spd"),
         ihpa=settings_from(IhpaSettings, section.get("ihpa"), "serve.ihpa"),
         rebalance=rebalance,
         tide=tide,
-        vpa=settings_from(VpaSettings, section.get("vpa"), "serve.vpa", recommender_name=args.recommender_name),
+        vpa=vpa,
         hpa=settings_from(HpaSettings, section.get("hpa"), "serve.hpa"),
         reclaim=settings_from(ReclaimSettings, section.get("reclaim"), "serve.reclaim"),
         guardrails=settings_from(GuardrailSettings, section.get("guardrails"), "serve.guardrails",
