@@ -42,6 +42,14 @@ class Metrics:
                               ["namespace", "kind", "workload", "container", "resource", "quantile"], registry=r)
         self.vpa_target = Gauge("tidewise_vpa_target", "Recommended per-pod request (millicpu or bytes)",
                                 ["namespace", "vpa", "container", "resource"], registry=r)
+        self.vpa_budget = Gauge("tidewise_vpa_violation_budget",
+                                "Violation budget of a VPA container resource: the share of 5-minute steps usage may "
+                                "exceed the request (its tidewise.io/violation-budget annotation, else vpa.violation_budget)",
+                                ["namespace", "vpa", "container", "resource"], registry=r)
+        self.vpa_violation_rate = Gauge("tidewise_vpa_violation_rate",
+                                        "Achieved share of the last 24 h's 5-minute steps with usage per replica over the "
+                                        "request in force: the pods' own requests when serve sees pods of the workload, "
+                                        "else the pod template's", ["namespace", "vpa", "container", "resource"], registry=r)
         self.reclaimed_millicpu = Gauge("tidewise_reclaimed_millicpu", "Reclaimable CPU published per node",
                                         ["node"], registry=r)
         self.reclaimed_memory = Gauge("tidewise_reclaimed_memory_bytes", "Reclaimable memory published per node",
@@ -69,7 +77,8 @@ class Metrics:
         if rep.outcome == "frozen":
             return
         self.last_success.set(self.last_run_wall)
-        for g in (self.predicted_replicas, self.min_replicas, self.forecast, self.vpa_target,
+        for g in (self.predicted_replicas, self.min_replicas, self.forecast, self.vpa_target, self.vpa_budget,
+                  self.vpa_violation_rate,
                   self.reclaimed_millicpu, self.reclaimed_memory, self.ihpa_predicted, self.ihpa_desired):
             g.clear()
         for i in getattr(rep.sections.get("ihpa"), "decisions", []):  # features/ihpa.IhpaSection
@@ -83,6 +92,9 @@ class Metrics:
             for c in d.containers:
                 for res, rec in c.resources.items():
                     self.vpa_target.labels(d.namespace, d.name, c.container, res).set(rec.target)
+                    self.vpa_budget.labels(d.namespace, d.name, c.container, res).set(rec.budget)
+                    if rec.violation_rate is not None:
+                        self.vpa_violation_rate.labels(d.namespace, d.name, c.container, res).set(rec.violation_rate)
         for p in rep.reclaim:
             self.reclaimed_millicpu.labels(p.node).set(p.reclaimed_millicpu)
             self.reclaimed_memory.labels(p.node).set(p.reclaimed_memory_bytes)
