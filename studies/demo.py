@@ -10,8 +10,10 @@ a history source.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import uuid
 from typing import Any, Callable
 
 import pandas as pd
@@ -42,51 +44,90 @@ def _has_hpa(w: Workload) -> bool:
     return w.kind == "Deployment" and w.shape in ("tidal", "bursty")
 
 
-def cluster_objects(cluster: SyntheticCluster, recommender: str = "tidewise") -> list[dict[str, Any]]:
-    """Every object of the demo cluster, in API form."""
+def uid(kind: str, namespace: str, name: str) -> str:
+    """A demo object's metadata.uid: an RFC 4122 UUID, the same on every run (uuid5 of its key)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"https://tidewise.demo/{kind}/{namespace}/{name}"))
+
+
+def _owned_by(kind: str, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The ownerReferences a controller sets: the one owner, `controller: true`, by uid."""
+    return [{"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid(kind, namespace, name),
+             "controller": True, "blockOwnerDeletion": True}]
+
+
+def _node_object(n: Any) -> dict[str, Any]:
+    cap = {"cpu": str(n.cpu_cores), "memory": format_bytes(n.memory_bytes), "pods": "110"}
+    alloc = {"cpu": format_millicpu(n.cpu_cores * 1000 - 500), "memory": format_bytes(n.memory_bytes - 2 * GIB),
+             "pods": "110"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": n.name, "labels": {"kubernetes.io/hostname": n.name}, "uid": uid("Node", "", n.name),
+                         # the demo cluster opts its nodes and HPAs in (serve.select, docs/serve-vpa.md)
+                         "annotations": {NUMA_ANNOTATION: str(n.numa_nodes), MANAGE_ANNOTATION: "true"}},
+            "status": {"capacity": cap, "allocatable": alloc}}
+
+
+def _workload_objects(w: Workload) -> list[dict[str, Any]]:
+    """The workload, its ReplicaSet (a Deployment's; the pod-template-hash in the owner's name) and its
+    pods, each with a uid and owned by its controller, as the API server holds them."""
+    labels = {"app": w.name}
+    template = {"metadata": {"labels": labels}, "spec": {"containers": [_container(w)]}}
+    spec: dict[str, Any] = {"replicas": w.replicas, "selector": {"matchLabels": labels}, "template": template}
+    if w.kind == "StatefulSet":
+        spec["serviceName"] = w.name
+    objs = [{"apiVersion": "apps/v1", "kind": w.kind, "metadata": {
+        "name": w.name, "namespace": w.namespace, "labels": labels, "uid": uid(w.kind, w.namespace, w.name)},
+        "spec": spec}]
+    pod_labels, owner_kind = labels, w.kind
+    if w.kind == "Deployment":
+        pod_labels, owner_kind = {**labels, "pod-template-hash": w.owner.rsplit("-", 1)[1]}, "ReplicaSet"
+        objs.append({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {
+            "name": w.owner, "namespace": w.namespace, "labels": pod_labels,
+            "uid": uid("ReplicaSet", w.namespace, w.owner), "ownerReferences": _owned_by(w.kind, w.namespace, w.name)},
+            "spec": {"replicas": w.replicas, "selector": {"matchLabels": pod_labels},
+                     "template": {**template, "metadata": {"labels": pod_labels}}},
+            "status": {"replicas": w.replicas, "readyReplicas": w.replicas}})
+    for pod, node in zip(w.pod_names(), w.nodes):
+        objs.append({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": pod, "namespace": w.namespace, "labels": pod_labels,
+                                  "uid": uid("Pod", w.namespace, pod),
+                                  "ownerReferences": _owned_by(owner_kind, w.namespace, w.owner),
+                                  "annotations": {"katalyst.kubewharf.io/qos_level": "shared_cores"}},
+                     "spec": {"nodeName": node, "containers": [_container(w)]},
+                     "status": {"phase": "Running"}})
+    return objs
+
+
+def _autoscalers(w: Workload, recommender: str) -> list[dict[str, Any]]:
+    """The workload's VPA (naming `recommender`) and, for those that scale out, its HPA."""
     objs: list[dict[str, Any]] = []
-    for n in cluster.nodes:
-        cap = {"cpu": str(n.cpu_cores), "memory": format_bytes(n.memory_bytes), "pods": "110"}
-        alloc = {"cpu": format_millicpu(n.cpu_cores * 1000 - 500), "memory": format_bytes(n.memory_bytes - 2 * GIB),
-                 "pods": "110"}
-        objs.append({"apiVersion": "v1", "kind": "Node",
-                     "metadata": {"name": n.name, "labels": {"kubernetes.io/hostname": n.name},
-                                  # the demo cluster opts its nodes and HPAs in (serve.select, docs/serve-vpa.md)
-                                  "annotations": {NUMA_ANNOTATION: str(n.numa_nodes), MANAGE_ANNOTATION: "true"}},
-                     "status": {"capacity": cap, "allocatable": alloc}})
+    ref = {"apiVersion": "apps/v1", "kind": w.kind, "name": w.name}
+    vpa_spec: dict[str, Any] = {"targetRef": ref, "recommenders": [{"name": recommender}],
+                                "updatePolicy": {"updateMode": "Off"}}
+    if _has_hpa(w):
+        # an HPA on CPU and a VPA on CPU fight; the VPA sizes memory only
+        vpa_spec["resourcePolicy"] = {"containerPolicies": [{"containerName": "*", "controlledResources": ["memory"]}]}
+        objs.append({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                     "metadata": {"name": w.name, "namespace": w.namespace,
+                                  "annotations": {MANAGE_ANNOTATION: "true"}},
+                     # minReplicas 1: the user's floor; Tidewise raises it ahead of each peak
+                     "spec": {"scaleTargetRef": ref, "minReplicas": 1, "maxReplicas": w.replicas * 4,
+                              "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                                  "type": "Utilization", "averageUtilization": 70}}}]}})
+    else:
+        vpa_spec["resourcePolicy"] = {"containerPolicies": [{"containerName": "*",
+                                                             "minAllowed": {"cpu": "50m", "memory": "64Mi"},
+                                                             "maxAllowed": {"cpu": "16", "memory": "64Gi"}}]}
+    objs.append({"apiVersion": "autoscaling.k8s.io/v1", "kind": "VerticalPodAutoscaler",
+                 "metadata": {"name": w.name, "namespace": w.namespace}, "spec": vpa_spec})
+    return objs
+
+
+def cluster_objects(cluster: SyntheticCluster, recommender: str = "tidewise") -> list[dict[str, Any]]:
+    """Every object of the demo cluster, in API form: Nodes, then per workload its controller,
+    ReplicaSet and pods, HPA and VPA."""
+    objs = [_node_object(n) for n in cluster.nodes]
     for w in cluster.workloads:
-        labels = {"app": w.name}
-        template = {"metadata": {"labels": labels}, "spec": {"containers": [_container(w)]}}
-        spec: dict[str, Any] = {"replicas": w.replicas, "selector": {"matchLabels": labels}, "template": template}
-        if w.kind == "StatefulSet":
-            spec["serviceName"] = w.name
-        objs.append({"apiVersion": "apps/v1", "kind": w.kind, "metadata": {"name": w.name, "namespace": w.namespace,
-                     "labels": labels}, "spec": spec})
-        for pod, node in zip(w.pod_names(), w.nodes):
-            objs.append({"apiVersion": "v1", "kind": "Pod",
-                         "metadata": {"name": pod, "namespace": w.namespace, "labels": labels,
-                                      "annotations": {"katalyst.kubewharf.io/qos_level": "shared_cores"}},
-                         "spec": {"nodeName": node, "containers": [_container(w)]},
-                         "status": {"phase": "Running"}})
-        ref = {"apiVersion": "apps/v1", "kind": w.kind, "name": w.name}
-        vpa_spec: dict[str, Any] = {"targetRef": ref, "recommenders": [{"name": recommender}],
-                                    "updatePolicy": {"updateMode": "Off"}}
-        if _has_hpa(w):
-            # an HPA on CPU and a VPA on CPU fight; the VPA sizes memory only
-            vpa_spec["resourcePolicy"] = {"containerPolicies": [{"containerName": "*", "controlledResources": ["memory"]}]}
-            objs.append({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-                         "metadata": {"name": w.name, "namespace": w.namespace,
-                                      "annotations": {MANAGE_ANNOTATION: "true"}},
-                         # minReplicas 1: the user's floor; Tidewise raises it ahead of each peak
-                         "spec": {"scaleTargetRef": ref, "minReplicas": 1, "maxReplicas": w.replicas * 4,
-                                  "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
-                                      "type": "Utilization", "averageUtilization": 70}}}]}})
-        else:
-            vpa_spec["resourcePolicy"] = {"containerPolicies": [{"containerName": "*",
-                                                                 "minAllowed": {"cpu": "50m", "memory": "64Mi"},
-                                                                 "maxAllowed": {"cpu": "16", "memory": "64Gi"}}]}
-        objs.append({"apiVersion": "autoscaling.k8s.io/v1", "kind": "VerticalPodAutoscaler",
-                     "metadata": {"name": w.name, "namespace": w.namespace}, "spec": vpa_spec})
+        objs += _workload_objects(w) + _autoscalers(w, recommender)
     return objs
 
 
@@ -103,8 +144,11 @@ class MemorySource:
 
 
 def write_demo_outputs(cluster: SyntheticCluster, history: History | pd.DataFrame, out_dir: str,
-                       settings: ServeSettings | None = None) -> dict[str, Any]:
-    """Write cluster-state.yaml and recommendations/ under out_dir; return paths and the run summary."""
+                       settings: ServeSettings | None = None, rebalance_horizon: str = "24h") -> dict[str, Any]:
+    """Write cluster-state.yaml, pods.yaml (its pods alone, a PodList for `enforce --pods-from file`),
+    recommendations/ and rebalance-config.yaml under out_dir; return paths, the run summary and the
+    plan of a dry-run rebalance over `rebalance_horizon` (serve's 2 h default finds no demo node hot
+    at midnight, where the history ends: the tide peaks later in the day)."""
     from autoscaler.input.cluster import FileCluster
     from autoscaler.output.sinks import FileSink
     from autoscaler.routines.loop import ServingLoop
@@ -113,15 +157,47 @@ def write_demo_outputs(cluster: SyntheticCluster, history: History | pd.DataFram
     if isinstance(history, pd.DataFrame):
         history = history_from_frame(history, pd.Timedelta(settings.loop.step), "demo")
     os.makedirs(out_dir, exist_ok=True)
-    state_path = os.path.join(out_dir, "cluster-state.yaml")
-    doc = {"apiVersion": "v1", "kind": "List", "items": cluster_objects(cluster, settings.vpa.recommender_name)}
-    write_text_atomic(state_path, yaml.safe_dump(doc, sort_keys=False))
+    state_path, pods_path = os.path.join(out_dir, "cluster-state.yaml"), os.path.join(out_dir, "pods.yaml")
+    objs = cluster_objects(cluster, settings.vpa.recommender_name)
+    write_text_atomic(state_path, yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objs}, sort_keys=False))
+    write_text_atomic(pods_path, yaml.safe_dump({"apiVersion": "v1", "kind": "PodList",
+                                                 "items": [o for o in objs if o["kind"] == "Pod"]}, sort_keys=False))
     rec_dir = os.path.join(out_dir, "recommendations")
     sink = FileSink(rec_dir)
     loop = ServingLoop(settings, MemorySource(history), FileCluster(state_path), sink)
     rep = loop.run_once()
-    return {"cluster_state": state_path, "recommendations": rec_dir, "files": sorted(sink.written.values()),
-            "outcome": rep.outcome, "summary": rep.summary()}
+    return {"cluster_state": state_path, "pods": pods_path, "recommendations": rec_dir,
+            "files": sorted(sink.written.values()), "outcome": rep.outcome, "summary": rep.summary(),
+            "now": rep.now, "rebalance": rebalance_demo(state_path, history, settings, rebalance_horizon),
+            "rebalance_config": _rebalance_config(out_dir, rebalance_horizon)}
+
+
+def _rebalance_config(out_dir: str, horizon: str) -> str:
+    """The settings file that makes `tidewise --config F rebalance` plan what the demo's summary shows."""
+    path = os.path.join(out_dir, "rebalance-config.yaml")
+    write_text_atomic(path, yaml.safe_dump({"serve": {"rebalance": {"horizon": horizon}}}))
+    return path
+
+
+def rebalance_demo(state_path: str, history: History, settings: ServeSettings, horizon: str) -> dict[str, Any]:
+    """What `tidewise rebalance --cluster-state` plans on the demo cluster over `horizon`: the serving
+    loop with the rebalance feature alone, dry-run (nothing evicted); its plan as
+    `RebalanceResult.as_dict()`, with the run's outcome."""
+    from autoscaler.input.cluster import FileCluster
+    from autoscaler.output.eviction import Evictor
+    from autoscaler.output.sinks import DryRunSink
+    from autoscaler.routines.loop import ServingLoop
+    from autoscaler.routines.rebalance import RebalanceResult
+
+    s = dataclasses.replace(settings, rebalance=dataclasses.replace(settings.rebalance, enabled=True, horizon=horizon))
+    loop = ServingLoop(s, MemorySource(history), FileCluster(state_path), DryRunSink(),
+                       evictor=Evictor(None, dry_run=True, per_minute=s.rebalance.per_minute), only=("rebalance",))
+    rep = loop.run_once()
+    result = rep.sections.get("rebalance")
+    if not isinstance(result, RebalanceResult):
+        return {"outcome": rep.outcome, "hot": {}, "moves": [], "kept": {},
+                "note": rep.skipped.get("rebalance") or rep.reason or "not planned"}
+    return {"outcome": rep.outcome, **result.as_dict()}
 
 
 def generate_demo(out_dir: str, seed: int, workloads: int, namespaces: int, nodes: int, days: float

@@ -84,6 +84,23 @@ class Topology:
             object.__setattr__(self, "_idx", idx)
         return idx
 
+    @classmethod
+    def uniform(cls, threads: int, numa_nodes: int = 1, threads_per_core: int = 2) -> "Topology":
+        """A machine known only by its counts (a Node's `capacity.cpu` and `tidewise.io/numa-nodes`),
+        numbered as Linux numbers one: NUMA node n is socket n, its cores are consecutive, and a
+        core's threads are `cores` apart (32 threads, 2 per core: core 0 holds cpus 0 and 16). For
+        offline plans (the demo) where there is no sysfs to read; ValueError when the counts do not
+        divide."""
+        if threads <= 0 or numa_nodes <= 0 or threads_per_core <= 0 or threads % (numa_nodes * threads_per_core):
+            raise ValueError(f"{threads} threads do not split into {numa_nodes} NUMA node(s) of "
+                             f"{threads_per_core}-thread cores")
+        n_cores = threads // threads_per_core
+        per_numa = n_cores // numa_nodes
+        cores = tuple(Core(socket=i // per_numa, core_id=i % per_numa, numa=i // per_numa,
+                           cpus=tuple(i + t * n_cores for t in range(threads_per_core))) for i in range(n_cores))
+        numa_cpus = {n: frozenset(c for core in cores if core.numa == n for c in core.cpus) for n in range(numa_nodes)}
+        return cls(cores=cores, numa_cpus=numa_cpus)
+
     def summary(self) -> str:
         sockets = len({c.socket for c in self.cores})
         return (f"{sockets} socket(s), {len(self.numa_cpus)} NUMA node(s), {len(self.cores)} cores, "

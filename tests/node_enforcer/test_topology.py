@@ -65,3 +65,14 @@ def test_offline_cpus_are_left_out(tmp_path):
 def test_missing_root_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="devices/system/cpu"):
         read_topology(str(tmp_path))
+
+
+def test_a_topology_from_counts_numbers_cpus_as_the_fixture_machine_does():
+    """`Topology.uniform` (the demo's nodes, which have no sysfs) lays cpus, cores and NUMA nodes out as
+    the two-socket machine's sysfs does; counts that do not divide are refused."""
+    from node_enforcer.model.topology import Topology
+
+    real, made = read_topology(TWO_SOCKET), Topology.uniform(32, 2, 2)
+    assert made.cores == real.cores and made.numa_cpus == real.numa_cpus and made.summary() == real.summary()
+    with pytest.raises(ValueError, match="do not split"):
+        Topology.uniform(30, 4)

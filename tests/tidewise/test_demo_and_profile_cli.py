@@ -28,6 +28,17 @@ def test_demo_writes_every_output(tmp_path):
     assert {"VerticalPodAutoscaler", "HorizontalPodAutoscaler", "Node", "Pod"} <= kinds
     written = {p.relative_to(out / "recommendations").parts[0] for p in (out / "recommendations").rglob("*.yaml")}
     assert {"verticalpodautoscaler", "node"} <= written
+    # a small real cluster (issue 25 item 6): ReplicaSets, and pods.yaml for `enforce --pods-from file`
+    assert "ReplicaSet" in kinds
+    pods = yaml.safe_load((out / "pods.yaml").read_text())["items"]
+    assert pods == [o for o in state["items"] if o["kind"] == "Pod"]
+    assert all(p["metadata"]["uid"] and p["metadata"]["ownerReferences"][0]["controller"] for p in pods)
+    # the summary ends with a dry-run rebalance and one node agent's plan, each a line with its command
+    rebalance = next(line for line in r.stderr.splitlines() if line.startswith("rebalance (dry-run, ok): "))
+    assert "pod(s) kept" in rebalance and "no controller" not in rebalance and "tidewise --config" in rebalance
+    enforcement = next(line for line in r.stderr.splitlines() if line.startswith("enforcement plan (dry-run, node "))
+    placed = int(enforcement.split("): ")[1].split(" pod(s) placed")[0])
+    assert placed > 0 and "pools reserve" in enforcement and "--reclaim-plan" in enforcement
 
 
 def test_profile_command_writes_json(tmp_path):

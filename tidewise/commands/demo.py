@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Any
@@ -15,8 +16,12 @@ and write, under --out:
   profiles.json     the service profile of every series
   report.html       a self-contained page with one plot per series
   cluster-state.yaml  the demo cluster as Kubernetes objects (VPAs naming `tidewise`, HPAs,
-                    Deployments/StatefulSets, Pods, Nodes), for `tidewise serve --cluster-state`
-  recommendations/  what one offline run of the serving loop would write (one YAML per object)
+                    Deployments/ReplicaSets/StatefulSets, Pods, Nodes), for `tidewise serve --cluster-state`
+  pods.yaml         its Pods alone (uids, owned by ReplicaSets/StatefulSets), for `enforce --pods-from file`
+  recommendations/  what one offline run of the serving loop would write (one YAML per object;
+                    node/<node>.yaml carries the reclaim plan `enforce --reclaim-plan` reads)
+  rebalance-config.yaml  settings for `tidewise --config F rebalance` over the --horizon
+The summary ends with a dry-run rebalance of the demo cluster and one node agent's plan.
 """
 
 
@@ -63,14 +68,60 @@ def run(args: argparse.Namespace) -> int:
                   meta=f"{args.workloads} workloads in {args.namespaces} namespaces on {args.nodes} nodes; "
                        f"{args.days:g} days of 5-minute history; forecasts for the next {args.horizon}.")
     with progress("serving loop, once, offline (dry-run file sink)", 1) as advance:
-        served = write_demo_outputs(cluster, history, args.out)
+        served = write_demo_outputs(cluster, history, args.out, rebalance_horizon=args.horizon)
         advance(1)
     print_summary(cluster, history, profiles, forecasts, args.horizon)
     print(f"serving loop: {served['outcome']}; {len(served['files'])} objects would change -> "
           f"{args.out}/recommendations/ (cluster: {args.out}/cluster-state.yaml)", file=sys.stderr)
+    print(rebalance_line(served), file=sys.stderr)
+    print(enforcement_line(served), file=sys.stderr)
     print(f"wrote {args.out}/history.parquet, forecasts.csv, profiles.json, report.html, cluster-state.yaml, "
-          f"recommendations/ in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+          f"pods.yaml, recommendations/, rebalance-config.yaml in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     return 0
+
+
+def rebalance_line(served: dict[str, Any]) -> str:
+    """One line: what `tidewise rebalance` plans on the demo cluster (dry-run), and how to rerun it."""
+    r, out = served["rebalance"], os.path.dirname(served["cluster_state"])
+    kept = sorted(set(r["kept"].values()))
+    return (f"rebalance (dry-run, {r['outcome']}): {len(r['hot'])} hot node(s)"
+            + "".join(f" [{n}: {why}]" for n, why in sorted(r["hot"].items()))
+            + f", {len(r['moves'])} move(s), {len(r['kept'])} pod(s) kept" + (f" ({'; '.join(kept)})" if kept else "")
+            + f" -- tidewise --config {served['rebalance_config']} rebalance --cluster-state {served['cluster_state']}"
+              f" --source file --input {out}/history.parquet")
+
+
+def enforcement_line(served: dict[str, Any]) -> str:
+    """One line: the node agent's plan for the first node, from its reclaim plan as serve wrote it
+    (recommendations/node/<node>.yaml, read by `enforce --reclaim-plan`) and its pods (pods.yaml),
+    at the demo's decision time, dry-run: the policy alone (the demo has no cgroups to diff)."""
+    import yaml
+
+    from contracts.annotations import NUMA_ANNOTATION
+    from contracts.reclaim import check_plan_in_force, plan_document
+    from node_enforcer.collect.pods import read_pods_file
+    from node_enforcer.collect.reclaim import load_reclaim_plan
+    from node_enforcer.model.topology import Topology, format_cpulist
+    from node_enforcer.policy.plan import plan
+
+    files = sorted(f for f in served["files"] if f"{os.sep}node{os.sep}" in f)
+    if not files:
+        return "enforcement plan: none (the serving loop wrote no Node, so no reclaim plan)"
+    with open(files[0], encoding="utf-8") as fh:
+        node_obj = yaml.safe_load(fh)
+    node = node_obj["metadata"]["name"]
+    reclaim = load_reclaim_plan(files[0], node)
+    check_plan_in_force(reclaim, served["now"].to_pydatetime(), files[0], start_key="generated_at")
+    topology = Topology.uniform(int(node_obj["status"]["capacity"]["cpu"]),
+                                int(node_obj["metadata"]["annotations"].get(NUMA_ANNOTATION, 1)))
+    pods = read_pods_file(served["pods"], node)
+    a = plan(topology, pods, reclaim)
+    pools = ", ".join(f"{k} {format_cpulist(a.pools[k]) or '-'} ({len(a.pools[k])})" for k in ("reserve", "share", "reclaim"))
+    return (f"enforcement plan (dry-run, node {node}, {topology.summary()}): {len(a.pods)} pod(s) placed; pools {pools}"
+            f"; from its reclaim plan lending {reclaim.reclaimed_millicpu}m CPU and "
+            f"{reclaim.reclaimed_memory_bytes / 2**30:.1f} GiB until {plan_document(reclaim)['valid_until']} -- "
+            f"tidewise enforce --once --dry-run --node {node} --pods-from file --pods {served['pods']} "
+            f"--reclaim-plan {files[0]} (after that time it refuses the plan and lends nothing)")
 
 
 def print_summary(cluster: Any, history: Any, profiles: dict, forecasts: list, horizon: str) -> None:
