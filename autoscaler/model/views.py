@@ -87,9 +87,9 @@ class VpaView(ObjectView):
         return _ref_key(self.namespace, (self.obj.get("spec") or {}).get("targetRef"))
 
     def update_mode(self) -> str:
-        """spec.updatePolicy.updateMode as written ("Auto", the API's default, when unset)."""
+        """spec.updatePolicy.updateMode as written ("Recreate", the CRD's default, when unset)."""
         mode = (self.spec.get("updatePolicy") or {}).get("updateMode")
-        return str(mode) if mode else "Auto"
+        return str(mode) if mode else "Recreate"
 
     def budget_annotation(self) -> str | None:
         """The user's violation budget for this VPA, as written (`tidewise.io/violation-budget`)."""

@@ -162,8 +162,8 @@ def hpa_target_change(hpa: Obj, index: int, target_pct: int, user_pct: int, anch
     metrics = copy.deepcopy(spec.get("metrics") or [])
     metrics[index]["resource"]["target"]["averageUtilization"] = int(target_pct)
     m = meta(hpa)
-    annotations = {HPA_USER_TARGET_ANNOTATION: str(user_pct), HPA_ANCHOR_ANNOTATION: str(anchor_millicpu),
-                   ANNOTATION_REASON: reason[:MAX_MESSAGE]}
+    # the reason stays in the VPA's condition: the HPA's reason annotation is its minReplicas floor's
+    annotations = {HPA_USER_TARGET_ANNOTATION: str(user_pct), HPA_ANCHOR_ANNOTATION: str(anchor_millicpu)}
     md = dict(hpa.get("metadata") or {})
     old_annotations = md.get("annotations") or {}
     md["annotations"] = {**old_annotations, **annotations}
@@ -175,7 +175,7 @@ def hpa_target_change(hpa: Obj, index: int, target_pct: int, user_pct: int, anch
         patch["metadata"]["resourceVersion"] = m["resourceVersion"]
     api = hpa.get("apiVersion", "autoscaling/v2")
     change = Change("HorizontalPodAutoscaler", api, m.get("namespace"), m["name"], obj, patch,
-                    reasons={"target_utilization": target_pct, "reason": reason})
+                    reasons={"scale_point": {"target_utilization": target_pct, "why": reason}})
     return change, Change("HorizontalPodAutoscaler", api, m.get("namespace"), m["name"], hpa, back,
                           reasons={"undo": "restored as read"})
 

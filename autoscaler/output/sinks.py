@@ -6,6 +6,7 @@ import copy
 import json
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -71,9 +72,23 @@ class FileSink:
     name: str = "file"
     written: dict[str, str] = field(default_factory=dict)  # key -> path
     reasons: dict[str, Any] = field(default_factory=dict)
+    objects: dict[str, Any] = field(default_factory=dict)  # key -> the object as last written this run
+    locks: dict[str, Any] = field(default_factory=dict)  # key -> its lock: two changes to one object in turn
 
     def write(self, change: Change) -> WriteResult:
+        with self.locks.setdefault(change.key, threading.Lock()):  # dict.setdefault is atomic
+            return self._write(change)
+
+    def _write(self, change: Change) -> WriteResult:
         path = file_path(self.out_dir, change)
+        if change.key in self.objects:
+            # a second change to one object in a run (an HPA's floor and its target utilisation): the
+            # file shows both, its patch applied over what the first wrote
+            body = copy.deepcopy(change.patch)
+            (body.get("metadata") or {}).pop("resourceVersion", None)
+            change = Change(change.kind, change.api_version, change.namespace, change.name,
+                            merge_patch(self.objects[change.key], body), change.patch, change.subresource,
+                            change.safe_direction, change.reasons)
         try:
             # temp file + rename: a reader never sees half a file. No fsync per file: thousands of
             # review files are not worth thousands of disk flushes (a crash loses a run, not a file's sense)
@@ -89,12 +104,26 @@ class FileSink:
         except OSError as exc:
             return WriteResult(change.key, FAILED, f"{path}: {exc}")
         self.written[change.key] = path
-        self.reasons[change.key] = change.reasons
+        self.objects[change.key] = change.obj
+        self.reasons[change.key] = {**self.reasons.get(change.key, {}), **change.reasons}
         return WriteResult(change.key, WRITTEN, path)
 
     def close(self) -> None:
         if self.reasons:
             write_text_atomic(os.path.join(self.out_dir, "decisions.json"), reasons_json(self.reasons))
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: `patch` applied to `target` (null removes a key), as the API server applies a merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
 
 
 def reasons_json(reasons: dict[str, Any]) -> str:

@@ -72,4 +72,5 @@ def test_the_reason_names_the_in_place_regime_only_with_in_place_mode_and_resize
     assert "regime in-place" in decide({}, in_place, mode).reason.summary()
     assert "regime restart" in decide({}, restart, mode).reason.summary()
     assert "regime restart" in decide({}, None, mode).reason.summary()  # no resizePolicy: fail closed
-    assert "regime restart (updateMode Auto" in decide({}, in_place).reason.summary()  # the mode does not allow it
+    # the mode does not allow it (unset: the CRD's default, Recreate)
+    assert "regime restart (updateMode Recreate" in decide({}, in_place).reason.summary()

@@ -45,10 +45,10 @@ def test_in_place_needs_both_the_mode_and_resize_policy_not_required():
     # no resizePolicy: fail closed
     absent = regime(VpaView(vpa("InPlaceOrRecreate")), workload(None), "app", "cpu")
     assert absent.name == RESTART and "declares no resizePolicy" in absent.why
-    # the mode does not allow it (unset is the API's Auto)
+    # the mode does not allow it (unset is the CRD's default, Recreate)
     for mode in (None, "Auto", "Recreate"):
         r = regime(VpaView(vpa(mode)), workload(NOT_REQUIRED), "app", "cpu")
-        assert r.name == RESTART and f"updateMode {mode or 'Auto'}, not InPlaceOrRecreate" in r.why
+        assert r.name == RESTART and f"updateMode {mode or 'Recreate'}, not InPlaceOrRecreate" in r.why
     for mode in ("Off", "Initial"):
         r = regime(VpaView(vpa(mode)), workload(NOT_REQUIRED), "app", "cpu")
         assert r.name == RESTART and "only when a pod is created" in r.why
