@@ -144,11 +144,12 @@ class MemorySource:
 
 
 def write_demo_outputs(cluster: SyntheticCluster, history: History | pd.DataFrame, out_dir: str,
-                       settings: ServeSettings | None = None, rebalance_horizon: str = "24h") -> dict[str, Any]:
-    """Write cluster-state.yaml, pods.yaml (its pods alone, a PodList for `enforce --pods-from file`),
-    recommendations/ and rebalance-config.yaml under out_dir; return paths, the run summary and the
-    plan of a dry-run rebalance over `rebalance_horizon` (serve's 2 h default finds no demo node hot
-    at midnight, where the history ends: the tide peaks later in the day)."""
+                       settings: ServeSettings | None = None, rebalance_horizon: str | None = None) -> dict[str, Any]:
+    """Write cluster-state.yaml, pods.yaml (its pods alone, a PodList for `enforce --pods-from file`)
+    and recommendations/ under out_dir; return paths and the run summary. With `rebalance_horizon`,
+    also the plan of a dry-run rebalance over it and rebalance-config.yaml, which reproduces it
+    (serve's 2 h default finds no demo node hot at midnight, where the history ends: the tide peaks
+    later in the day); without it (tests that only serve) no second run."""
     from autoscaler.input.cluster import FileCluster
     from autoscaler.output.sinks import FileSink
     from autoscaler.routines.loop import ServingLoop
@@ -168,8 +169,9 @@ def write_demo_outputs(cluster: SyntheticCluster, history: History | pd.DataFram
     rep = loop.run_once()
     return {"cluster_state": state_path, "pods": pods_path, "recommendations": rec_dir,
             "files": sorted(sink.written.values()), "outcome": rep.outcome, "summary": rep.summary(),
-            "now": rep.now, "rebalance": rebalance_demo(state_path, history, settings, rebalance_horizon),
-            "rebalance_config": _rebalance_config(out_dir, rebalance_horizon)}
+            "now": rep.now, **({} if rebalance_horizon is None else {
+                "rebalance": rebalance_demo(state_path, history, settings, rebalance_horizon),
+                "rebalance_config": _rebalance_config(out_dir, rebalance_horizon)})}
 
 
 def _rebalance_config(out_dir: str, horizon: str) -> str:

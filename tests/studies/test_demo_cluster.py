@@ -26,7 +26,7 @@ def demo(tmp_path_factory):
     cluster = generate_cluster(seed=7, workloads=12, namespaces=3, nodes=4, days=21, step=STEP, end=end)
     frame = cluster.history()
     frame.to_parquet(out / "history.parquet")
-    served = write_demo_outputs(cluster, history_from_frame(frame, STEP, "synthetic"), str(out))
+    served = write_demo_outputs(cluster, history_from_frame(frame, STEP, "synthetic"), str(out), rebalance_horizon="24h")
     return cluster, served
 
 
