@@ -37,6 +37,7 @@ class VpaFeature:
         self.settings, self.policy, self.step = settings, policy, step
         self.ledger = CostLedger()  # candidates' past requests (vpa.choose_by_cost), kept between runs
         self.pairs: dict[str, Change] = {}  # this run: VPA key -> the HPA change written with it
+        self.cpu_hpas: dict[WorkloadKey, tuple[HpaView, int]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -59,6 +60,12 @@ class VpaFeature:
 
     def run(self, rep: RunReport, ctx: RunContext) -> str:
         self.pairs = {}
+        # workload -> the first HPA scaling it on CPU utilisation and that metric's index: one pass a run
+        self.cpu_hpas = {}
+        for h in map(HpaView, ctx.state.hpas):
+            wk, i = h.workload_key(), h.cpu_utilization_metric()
+            if wk is not None and i is not None:
+                self.cpu_hpas.setdefault(wk, (h, i))
         for vpa in ctx.state.vpas:
             key = f"VerticalPodAutoscaler/{meta(vpa).get('namespace')}/{meta(vpa).get('name')}"
             decide_one(key, rep, lambda: self._decide(VpaView(vpa), ctx), rep.vpa.append)
@@ -100,9 +107,7 @@ class VpaFeature:
     def _pair_hpa(self, d: VpaDecision, vpa: VpaView, ctx: RunContext, in_force: dict[tuple[str, str], int]) -> None:
         """Keeps the scale point of an HPA scaling the workload on CPU utilisation when the CPU
         request changes: its new target in `self.pairs`, or the CPU request held (issue 24 item 5)."""
-        found = next(((h, i) for h in map(HpaView, ctx.state.hpas)
-                      if h.workload_key() == (vpa.namespace, d.target_kind, d.target_name)
-                      and (i := h.cpu_utilization_metric()) is not None), None)
+        found = self.cpu_hpas.get((vpa.namespace, d.target_kind, d.target_name))
         cpu = {c.container: c.resources["cpu"] for c in d.containers if "cpu" in c.resources}
         if found is None or not cpu:
             return

@@ -45,7 +45,9 @@ def violation_rate(usage_total: pd.Series, replicas: int, request_units: int | N
     request or a finite sample there."""
     if not request_units or request_units <= 0:
         return None
-    recent = usage_total[(usage_total.index > now - RATE_WINDOW) & (usage_total.index <= now)].to_numpy(dtype=float)
+    idx = usage_total.index  # sorted: two binary searches, not two masks over 8 days (10,000 workloads a run)
+    lo, hi = idx.searchsorted(now - RATE_WINDOW, side="right"), idx.searchsorted(now, side="right")
+    recent = usage_total.to_numpy(dtype=float)[lo:hi]
     recent = recent[np.isfinite(recent)]
     if len(recent) == 0:
         return None

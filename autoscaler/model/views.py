@@ -158,7 +158,8 @@ class HpaView(ObjectView):
 
     def cpu_utilization_metric(self) -> int | None:
         """Index in spec.metrics of the Resource cpu metric with target.type Utilization (None: none)."""
-        for i, m in enumerate(self.metrics()):
+        metrics = self.metrics()
+        for i, m in enumerate(metrics if isinstance(metrics, list) else []):  # malformed: none (never a crash)
             res = m.get("resource") if isinstance(m, dict) and m.get("type") == "Resource" else None
             target = res.get("target") if isinstance(res, dict) and res.get("name") == "cpu" else None
             if isinstance(target, dict) and target.get("type") == "Utilization" \

@@ -149,3 +149,14 @@ def test_the_review_folder_shows_the_hpa_floor_and_its_target_in_one_file(tmp_pa
     assert hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 53
     reasons = json.loads((tmp_path / "decisions.json").read_text())["HorizontalPodAutoscaler/shop/web"]
     assert "timeline" in reasons and reasons["scale_point"]["target_utilization"] == 53
+
+
+@pytest.mark.parametrize("metrics", [7, {"type": "Resource"}, [{"type": "Resource", "resource": "cpu"}],
+                                     [{"type": "Pods", "pods": {}}]])
+def test_an_hpa_without_a_readable_cpu_utilization_metric_is_not_paired(metrics):
+    from autoscaler.model.views import HpaView
+
+    hpa = objects()[2]
+    hpa["spec"]["metrics"] = metrics
+    assert HpaView(hpa).cpu_utilization_metric() is None
+    assert HpaView(objects()[2]).cpu_utilization_metric() == 0
