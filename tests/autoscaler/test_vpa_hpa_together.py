@@ -160,3 +160,14 @@ def test_an_hpa_without_a_readable_cpu_utilization_metric_is_not_paired(metrics)
     hpa["spec"]["metrics"] = metrics
     assert HpaView(hpa).cpu_utilization_metric() is None
     assert HpaView(objects()[2]).cpu_utilization_metric() == 0
+
+
+def test_hpa_target_bounds_are_checked_at_load():
+    from autoscaler.settings import VpaSettings
+
+    s = VpaSettings(hpa_target_bounds=[0.6, 0.8])  # as YAML gives it
+    s.check()
+    assert s.hpa_target_bounds == (0.6, 0.8)
+    for bad in ([0.9, 0.5], [0, 0.9], [0.5, 1.2], [0.5], "50-90", [True, 0.9]):
+        with pytest.raises(ValueError, match="hpa_target_bounds"):
+            VpaSettings(hpa_target_bounds=bad).check()
