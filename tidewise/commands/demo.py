@@ -98,6 +98,7 @@ def enforcement_line(served: dict[str, Any]) -> str:
     import yaml
 
     from contracts.annotations import NUMA_ANNOTATION
+    from contracts.errors import TidewiseError
     from contracts.reclaim import check_plan_in_force, plan_document
     from node_enforcer.collect.pods import read_pods_file
     from node_enforcer.collect.reclaim import load_reclaim_plan
@@ -110,10 +111,13 @@ def enforcement_line(served: dict[str, Any]) -> str:
     with open(files[0], encoding="utf-8") as fh:
         node_obj = yaml.safe_load(fh)
     node = node_obj["metadata"]["name"]
-    reclaim = load_reclaim_plan(files[0], node)
-    check_plan_in_force(reclaim, served["now"].to_pydatetime(), files[0], start_key="generated_at")
-    topology = Topology.uniform(int(node_obj["status"]["capacity"]["cpu"]),
-                                int(node_obj["metadata"]["annotations"].get(NUMA_ANNOTATION, 1)))
+    try:
+        reclaim = load_reclaim_plan(files[0], node)
+        check_plan_in_force(reclaim, served["now"].to_pydatetime(), files[0], start_key="generated_at")
+        topology = Topology.uniform(int(node_obj["status"]["capacity"]["cpu"]),
+                                    int(node_obj["metadata"]["annotations"].get(NUMA_ANNOTATION, 1)))
+    except (TidewiseError, ValueError) as exc:  # the demo's last line says so rather than end in a traceback
+        return f"enforcement plan for node {node}: not made ({exc})"
     pods = read_pods_file(served["pods"], node)
     a = plan(topology, pods, reclaim)
     pools = ", ".join(f"{k} {format_cpulist(a.pools[k]) or '-'} ({len(a.pools[k])})" for k in ("reserve", "share", "reclaim"))
