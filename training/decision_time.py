@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from predictor.pipeline.calibration import apply_shifts, pinball
+from predictor.pipeline.calibration import PEAK_LEVELS, apply_shifts, pinball
 from predictor.pipeline.decision import calibrated_series, hpa_span
 from predictor.durations import DAY
 from predictor.features.decision import next_max
@@ -46,7 +46,12 @@ class DecisionTimeSettings:
     backtest_series: int = 100  # series scored in the backtest (the first by name; bounds its cost)
     params: dict[str, Any] = field(default_factory=dict)  # DecisionTimeGBM keyword arguments (defaults there)
 
-    def model(self, quantiles: Sequence[float], span: int) -> DecisionTimeGBM:
+    def model(self, quantiles: Sequence[float], span: int, kind: str = "hpa") -> DecisionTimeGBM:
+        """HPA: the recent-samples features at the training quantiles. VPA (issue 24): the hour-peak
+        features, at the training quantiles and the levels a violation budget walks in."""
+        if kind == "vpa":
+            levels = tuple(sorted(set(map(float, quantiles)) | set(PEAK_LEVELS)))
+            return DecisionTimeGBM(levels, span, self.backend, features="hour_peak", **self.params)
         return DecisionTimeGBM(tuple(quantiles), span, self.backend, **self.params)
 
     def spans(self, step: pd.Timedelta) -> dict[str, int]:
@@ -67,12 +72,12 @@ def fit_decision_models(history: History, quantiles: Sequence[float], folds: int
         info: dict[str, Any] = {"span_steps": span, "target": _target_text(kind, span, step),
                                 "backend": settings.backend, "quantiles": [float(q) for q in quantiles]}
         try:
-            info["backtest"] = backtest(history, quantiles, span, settings, holdout, entries, global_backtest)
+            info["backtest"] = backtest(history, quantiles, span, settings, holdout, entries, global_backtest, kind)
         except ValueError as exc:
             info["backtest"] = {"skipped": str(exc)}
         t0 = time.process_time()
         try:
-            models[kind] = settings.model(quantiles, span).fit_many(recent, step)
+            models[kind] = settings.model(quantiles, span, kind).fit_many(recent, step)
         except ValueError as exc:
             info["skipped"] = str(exc)
             log.warning("no decision-time %s model: %s", kind, exc)
@@ -96,11 +101,14 @@ def _tail(series: Mapping[str, pd.Series], before: pd.Timestamp, span: pd.Timede
 
 def backtest(history: History, quantiles: Sequence[float], span: int, settings: DecisionTimeSettings,
              holdout: pd.Timestamp, entries: Mapping[str, Mapping[str, Any]],
-             global_backtest: GlobalGBM | None) -> dict[str, Any]:
+             global_backtest: GlobalGBM | None, kind: str = "hpa") -> dict[str, Any]:
     """Pinball per quantile and coverage on the origins from `holdout` on, of the decision-time
-    model fitted before `holdout` and of the day-ahead forecast; ValueError when either cannot run."""
+    model fitted before `holdout` and of the day-ahead forecast, at the training `quantiles` (the
+    VPA model's other levels are not scored); ValueError when either cannot run."""
     step = history.step
-    model = settings.model(quantiles, span).fit_many(_tail(history.series, holdout, settings.train_days), step, holdout)
+    model = settings.model(quantiles, span, kind).fit_many(_tail(history.series, holdout, settings.train_days), step,
+                                                           holdout)
+    cols = [list(model.quantiles).index(float(q)) for q in quantiles]
     keys = sorted(k for k, y in history.series.items() if y.index[-1] >= holdout)[: settings.backtest_series]
     scores: dict[str, list[np.ndarray]] = {"decision_time": [], "day_ahead": []}
     cover: dict[str, list[np.ndarray]] = {"decision_time": [], "day_ahead": []}
@@ -113,7 +121,7 @@ def backtest(history: History, quantiles: Sequence[float], span: int, settings: 
         win = y[y.index >= holdout - CONTEXT]
         first = int(win.index.searchsorted(holdout))
         actual = next_max(win, span)[first:]
-        dt = calibrated_series(model, win, start=first)[first:]
+        dt = calibrated_series(model, win, start=first)[first:, cols]
         da = day_ahead_targets(key, y, holdout, span, quantiles, entries.get(key), global_backtest)
         if da is None:
             continue

@@ -9,8 +9,13 @@ units than a quiet one when the series' history says so).
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import pandas as pd
+
+# (y, step, span) -> (features, level, scale): `decision_features` or the hour-peak set
+Features = Callable[[pd.Series, pd.Timedelta, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 FEATURE_NAMES = (
     "last", "mean_15m", "max_15m", "mean_1h", "max_1h",  # the latest observations
@@ -71,11 +76,11 @@ def decision_features(y: pd.Series, step: pd.Timedelta, span: int) -> tuple[np.n
 
 
 def training_rows(y: pd.Series, step: pd.Timedelta, span: int, before: pd.Timestamp | None,
-                  every: int = 1) -> tuple[np.ndarray, np.ndarray]:
+                  every: int = 1, features: Features | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(features, scaled target) of the origins whose whole target window lies before `before`
     (no look-ahead: a model fitted for day D sees no sample of D), every `every`-th origin,
     with at least one day of past and a finite target."""
-    x, level, scale = decision_features(y, step, span)
+    x, level, scale = (features or decision_features)(y, step, span)
     t = (next_max(y, span) - level) / scale
     pos = np.arange(len(y))
     ok = np.isfinite(t) & np.isfinite(level) & (pos >= int(pd.Timedelta("1D") / step)) & (pos % every == 0)

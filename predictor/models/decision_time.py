@@ -19,12 +19,17 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
 
-from predictor.features.decision import FEATURE_NAMES, decision_features, training_rows
+from predictor.features.decision import FEATURE_NAMES, Features, decision_features, training_rows
+from predictor.features.hour_peak import HOUR_PEAK_NAMES, hour_peak_features
 from predictor.models.base import NotFittedError, non_crossing
 from predictor.models.gbm import QuantileTrees, _threads
 
 ARRAYS_FORMAT = "tidewise-decision-time/1"  # bump when the layout of to_arrays changes
 BACKENDS = ("hgb", "lightgbm")
+# feature sets: "recent" (issue 12: the latest samples, a day and a week ago) and "hour_peak" (issue 24:
+# the same window on each of the last 7 days and 4 weeks, the tide's slope; the VPA's default)
+FEATURE_SETS: dict[str, tuple[tuple[str, ...], Features]] = {
+    "recent": (tuple(FEATURE_NAMES), decision_features), "hour_peak": (HOUR_PEAK_NAMES, hour_peak_features)}
 
 
 class DecisionTimeGBM(BaseEstimator):
@@ -33,7 +38,7 @@ class DecisionTimeGBM(BaseEstimator):
     def __init__(self, quantiles: Sequence[float] = (0.5, 0.9, 0.95, 0.99), span: int = 12,
                  backend: str = "hgb", max_iter: int = 80, learning_rate: float = 0.1, max_leaf_nodes: int = 15,
                  min_samples_leaf: int = 40, max_rows: int = 30000, random_state: int = 0,
-                 n_threads: int | None = 1):
+                 n_threads: int | None = 1, features: str = "recent"):
         self.quantiles = quantiles
         self.span = span
         self.backend = backend
@@ -44,12 +49,19 @@ class DecisionTimeGBM(BaseEstimator):
         self.max_rows = max_rows
         self.random_state = random_state
         self.n_threads = n_threads  # OpenMP threads of one fit (1: the shared 2-core machines here)
+        self.features = features  # a FEATURE_SETS key
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        return FEATURE_SETS[self.features][0]
 
     def _check_params(self) -> None:
         if self.backend not in BACKENDS:
             raise ValueError(f"backend {self.backend!r}: use one of {BACKENDS}")
         if int(self.span) < 1:
             raise ValueError(f"span must be at least 1 step, got {self.span}")
+        if self.features not in FEATURE_SETS:
+            raise ValueError(f"features {self.features!r}: use one of {sorted(FEATURE_SETS)}")
         qs = np.asarray(self.quantiles, dtype=float)
         if len(qs) == 0 or np.any((qs <= 0) | (qs >= 1)):
             raise ValueError(f"quantiles must lie strictly between 0 and 1, got {list(self.quantiles)}")
@@ -61,10 +73,10 @@ class DecisionTimeGBM(BaseEstimator):
         self._check_params()
         xs, ts = [], []
         for y in series.values():
-            x, t = training_rows(y, step, int(self.span), before)
+            x, t = training_rows(y, step, int(self.span), before, features=FEATURE_SETS[self.features][1])
             xs.append(x)
             ts.append(t)
-        x = np.concatenate(xs) if xs else np.zeros((0, len(FEATURE_NAMES)))
+        x = np.concatenate(xs) if xs else np.zeros((0, len(self.feature_names)))
         t = np.concatenate(ts) if ts else np.zeros(0)
         if len(t) < 2 * self.min_samples_leaf:
             raise ValueError(f"{len(t)} training rows before {before}: at least {2 * self.min_samples_leaf} are "
@@ -119,7 +131,7 @@ class DecisionTimeGBM(BaseEstimator):
         made at origin y.index[i] from y[:i] only; non-crossing; NaN where the level is unknown."""
         if not hasattr(self, "step_"):
             raise NotFittedError(f"{type(self).__name__} is not fitted: call fit_many(series, step) first")
-        x, level, scale = decision_features(y, self.step_, int(self.span))
+        x, level, scale = FEATURE_SETS[self.features][1](y, self.step_, int(self.span))
         qs = np.asarray(self.quantiles, dtype=float)
         out = non_crossing(self.predict_scaled(x), qs) * scale[:, None] + level[:, None]
         return out, scale
@@ -139,7 +151,7 @@ class DecisionTimeGBM(BaseEstimator):
             for k, v in m.fields.items():
                 arrays[f"q{i}.{k}"] = v
         params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.get_params().items()}
-        meta = {"format": ARRAYS_FORMAT, "params": params, "feature_names": list(FEATURE_NAMES),
+        meta = {"format": ARRAYS_FORMAT, "params": params, "feature_names": list(self.feature_names),
                 "lightgbm_models": texts, "n_rows": self.n_rows_, "n_series": self.n_series_,
                 "step_seconds": int(self.step_.total_seconds())}
         return meta, arrays
@@ -150,14 +162,14 @@ class DecisionTimeGBM(BaseEstimator):
         features, parameters, missing arrays). LightGBM's text format is parsed, never executed."""
         if meta.get("format") != ARRAYS_FORMAT:
             raise ValueError(f"model format {meta.get('format')!r}, this tidewise reads {ARRAYS_FORMAT!r}")
-        if list(meta.get("feature_names") or []) != list(FEATURE_NAMES):
-            raise ValueError("the model was trained on other features than this tidewise computes")
         params = dict(meta.get("params") or {})
         if set(params) - set(cls().get_params()):
             raise ValueError(f"unknown model parameter(s) {sorted(set(params) - set(cls().get_params()))}")
         params["quantiles"] = tuple(params.get("quantiles") or ())
         m = cls(**params)
         m._check_params()
+        if list(meta.get("feature_names") or []) != list(m.feature_names):
+            raise ValueError("the model was trained on other features than this tidewise computes")
         if m.backend == "lightgbm":
             import lightgbm
 
@@ -171,7 +183,7 @@ class DecisionTimeGBM(BaseEstimator):
                 fields = {k[len(p):]: v for k, v in arrays.items() if k.startswith(p)
                           and k not in (p + "baseline", p + "offsets")}
                 m.models_.append(QuantileTrees(arrays[p + "baseline"], fields, arrays[p + "offsets"],
-                                               len(FEATURE_NAMES)))
+                                               len(m.feature_names)))
         if len(m.models_) != len(m.quantiles):
             raise ValueError(f"{len(m.models_)} fitted quantile models for {len(m.quantiles)} quantiles")
         m.step_ = pd.Timedelta(seconds=int(meta["step_seconds"]))

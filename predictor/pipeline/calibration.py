@@ -85,3 +85,49 @@ class AdaptiveConformal:
 
     def apply(self, forecast: np.ndarray, scale: float) -> np.ndarray:
         return non_crossing((forecast + self.offset * scale)[None, :], self.quantiles)[0]
+
+
+# quantiles of the next interval's peak the VPA's hour-peak model gives: the range BudgetLevel walks in
+PEAK_LEVELS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98)
+
+
+class BudgetLevel:
+    """A series' operating point on a forecast of the next interval's peak (issue 24): the quantile
+    level `tau` of the predicted peak at which the request is set, moved online so that the share
+    of steps with usage over the request meets `budget` — adaptive conformal inference (Gibbs &
+    Candès, 2021) on the violation rate a VPA is judged by, not on the coverage of the peak: after
+    each interval, tau += gain x (share of its steps over the request - budget), within [low, high].
+
+    The bounds are the fail-safe: a series whose bursts no level within reach covers sits at
+    `high` and runs over its budget (reported, not hidden), rather than ask for ever more; a quiet
+    one never goes below the predicted median peak. The running rate (`achieved`) is what replay
+    and serve report against the budget."""
+
+    def __init__(self, budget: float, gain: float = 0.1, start: float = 0.8, low: float = 0.5, high: float = 0.98):
+        if not 0 < budget < 1:
+            raise ValueError(f"violation budget {budget}: use a share in (0, 1)")
+        self.budget, self.gain, self.low, self.high = float(budget), float(gain), float(low), float(high)
+        self.tau = float(np.clip(start, low, high))
+        self.over = 0.0  # steps over the request, and steps seen, since the start
+        self.steps = 0
+
+    def request(self, peak_quantiles: np.ndarray, levels: Sequence[float]) -> float:
+        """The request at the current level: the predicted peak's quantiles read at tau (linear between
+        the model's levels, which must span [low, high])."""
+        return float(np.interp(self.tau, np.asarray(levels, dtype=float), np.asarray(peak_quantiles, dtype=float)))
+
+    def observe(self, usage: np.ndarray, request: float) -> None:
+        """Learn from one interval: its observed steps against the request that was in force."""
+        u = np.asarray(usage, dtype=float)
+        u = u[np.isfinite(u)]
+        if not len(u) or not np.isfinite(request):
+            return
+        share = float(np.mean(u > request))
+        self.over += share * len(u)
+        self.steps += len(u)
+        self.tau = float(np.clip(self.tau + self.gain * (share - self.budget), self.low, self.high))
+
+    @property
+    def achieved(self) -> float:
+        """Share of the steps seen so far over their request (NaN before any)."""
+        return self.over / self.steps if self.steps else float("nan")

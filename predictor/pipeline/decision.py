@@ -19,9 +19,9 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from predictor.features.decision import decision_features, next_max
+from predictor.features.decision import next_max
 from predictor.models.base import non_crossing
-from predictor.models.decision_time import DecisionTimeGBM
+from predictor.models.decision_time import FEATURE_SETS, DecisionTimeGBM
 from predictor.pipeline.calibration import AdaptiveConformal
 from predictor.types import Forecast
 
@@ -77,7 +77,7 @@ def raw_from_history(model: DecisionTimeGBM, y: pd.Series, origins: Sequence[pd.
     grid = y.asfreq(step)
     if grid.index[-1] < last:  # the origin itself is the row after the last sample
         grid = grid.reindex(pd.date_range(grid.index[0], last, freq=step))
-    x, level, scale = decision_features(grid, step, int(model.span))
+    x, level, scale = FEATURE_SETS[model.features][1](grid, step, int(model.span))
     pos = grid.index.get_indexer(pd.DatetimeIndex(origins))
     rows = pos[pos >= 0]
     if not len(rows):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -27,9 +27,10 @@ log = logging.getLogger(__name__)
 BACKEND = {"gbm": "hgb", "lightgbm": "lightgbm"}  # --decision-model -> DecisionTimeGBM backend
 # --decision-model when not given, per kind (serve's loop.decision_time_hpa / _vpa defaults). Full dev
 # replay (BENCHMARKS.md, replay section): HPA over-target 0.49x the reactive HPA's at equal replicas and
-# 1.23x replicas (day-ahead 0.62 at 1.31x): better on both. VPA slack ratio 0.916 vs 0.925 but 12.6
-# changes a day vs 10.6: worse churn, so day-ahead stays the VPA default (issue 12's rule)
-DEFAULT_MODEL: dict[str, str | None] = {"hpa": "gbm", "vpa": None}
+# 1.23x replicas (day-ahead 0.62 at 1.31x): better on both. VPA (issue 24): the hour-peak model at each
+# series' violation-budget level (studies/replay/hour_peak.py), which closes more of the gap to
+# foresight than the day-ahead forecast and the seasonal rule (BENCHMARKS.md, tidal requests)
+DEFAULT_MODEL: dict[str, str | None] = {"hpa": "gbm", "vpa": "gbm"}
 
 
 def decision_model_for(kind: str, flag: str | None) -> str | None:
@@ -37,8 +38,10 @@ def decision_model_for(kind: str, flag: str | None) -> str | None:
     if flag is None:
         return DEFAULT_MODEL[kind]
     return None if flag == "day-ahead" else flag
+EPOCH = pd.Timestamp("1970-01-01", tz="UTC")  # refit blocks count days from here
 TRAIN_DAYS = pd.Timedelta("28D")  # history a daily fit reads per series (4 weekly cycles)
-CONTEXT = pd.Timedelta("9D")  # history one day's predictions read (a week ago + a day of level)
+# history one day's predictions read, per feature set (a week ago + a day of level)
+CONTEXT = {"recent": pd.Timedelta("9D"), "hour_peak": pd.Timedelta("9D")}
 
 
 def hpa_span(startup: pd.Timedelta, look: pd.Timedelta = pd.Timedelta("5min")) -> int:
@@ -53,15 +56,32 @@ class DecisionTimeTrainer:
     series: Mapping[str, pd.Series]
     span: int
     backend: str = "hgb"
+    quantiles: tuple[float, ...] = QUANTILES
+    features: str = "recent"  # predictor.models.decision_time.FEATURE_SETS
+    refit_days: int = 1  # a model serves this many days (the registry refits daily; replay may save fits)
+    train_days: pd.Timedelta = TRAIN_DAYS
+    params: dict[str, Any] = field(default_factory=dict)  # DecisionTimeGBM's other parameters
     models: dict[pd.Timestamp, DecisionTimeGBM | None] = field(default_factory=dict)
 
+    @property
+    def context(self) -> pd.Timedelta:
+        """History one day's predictions read."""
+        return CONTEXT[self.features]
+
     def model_for(self, day: pd.Timestamp) -> DecisionTimeGBM | None:
-        """The model for decisions on `day`, or None when the fleet's past is too short to fit."""
+        """The model for decisions on `day`: fitted on the fleet before the first day of its
+        `refit_days` block, or, where the past was too short then, before the day itself (a short
+        replay's first week); None when the fleet's past is too short even so."""
+        block = day - pd.Timedelta(days=(day - EPOCH).days % max(1, self.refit_days))
+        return self._fit(block) or self._fit(day)
+
+    def _fit(self, day: pd.Timestamp) -> DecisionTimeGBM | None:
         if day not in self.models:
-            past = {k: y[(y.index >= day - TRAIN_DAYS) & (y.index < day)] for k, y in self.series.items()}
+            past = {k: y[(y.index >= day - self.train_days) & (y.index < day)] for k, y in self.series.items()}
             past = {k: y for k, y in past.items() if len(y)}
             try:
-                self.models[day] = DecisionTimeGBM(QUANTILES, self.span, self.backend).fit_many(past, STEP, day)
+                model = DecisionTimeGBM(self.quantiles, self.span, self.backend, features=self.features, **self.params)
+                self.models[day] = model.fit_many(past, STEP, day)
             except ValueError as exc:
                 log.info("no decision-time model for %s: %s", day.date(), exc)
                 self.models[day] = None
@@ -92,7 +112,7 @@ class DecisionTimeForecaster:
         model = self.trainer.model_for(day)
         if model is None:
             return
-        win = y[(y.index >= day - CONTEXT) & (y.index < day + pd.Timedelta("1D"))]
+        win = y[(y.index >= day - self.trainer.context) & (y.index < day + pd.Timedelta("1D"))]
         win = win.asfreq(STEP) if len(win) else win
         if not len(win):
             return

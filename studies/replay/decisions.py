@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 import pandas as pd
@@ -72,6 +72,22 @@ class DailyChoiceForecaster:
                         day_fc.values[start: start + n], day_fc.model, day_fc.version)
 
 
+class RequestSource(Protocol):
+    """A recommender that gives the raw request itself (`studies.replay.hour_peak.HourPeakRequests`)."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def quantile(self) -> float: ...
+
+    def request_at(self, y: pd.Series, t: pd.Timestamp) -> float | None: ...
+
+    def warm_up(self, y: pd.Series, start: pd.Timestamp) -> None: ...
+
+    def why(self) -> str: ...
+
+
 def _memory_floors(y: pd.Series, oom: pd.Series | None, t: pd.Timestamp, window: pd.Timedelta
                    ) -> tuple[float | None, float | None]:
     """(peak of the last `window`, usage at its last OOM kill) before `t`, for the memory floors."""
@@ -87,7 +103,7 @@ def _memory_floors(y: pd.Series, oom: pd.Series | None, t: pd.Timestamp, window:
 def replay_vpa_decisions(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, settings: VpaSettings,
                          forecaster: DailyChoiceForecaster | None = None, every: pd.Timedelta = pd.Timedelta("1h"),
                          guard: GuardrailSettings | None = None, resource: str = "cpu",
-                         oom: pd.Series | None = None) -> pd.DataFrame:
+                         oom: pd.Series | None = None, requests: RequestSource | None = None) -> pd.DataFrame:
     """One decision every `every` in [start, end), each from the samples before it: the serving
     loop's VPA logic (`recommend_resource`: forecast q over the next `window` + margin, bounds, floors,
     memory never below the last day's peak nor, after an OOM kill flagged in `oom`, below the stock
@@ -96,7 +112,9 @@ def replay_vpa_decisions(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, s
     the change guardrail. Columns timestamp, target (the request IN FORCE: what is scored),
     lower_bound, upper_bound, recommended (the recommendation's target), reason — in the series'
     own units (cores for cpu, bytes for memory). With `settings.choose_by_cost` the target is the
-    cheapest candidate's on the series' recent past (`studies.replay.choice`), the reason says which."""
+    cheapest candidate's on the series' recent past (`studies.replay.choice`), the reason says which.
+    With `requests` (the hour-peak model at the series' violation-budget level) its request is the
+    raw target wherever it has one, the forecast's elsewhere; floors, bounds and guardrails alike."""
     forecaster = forecaster or DailyChoiceForecaster()
     guard = guard or GuardrailSettings()
     window, safe = to_timedelta(settings.window), to_timedelta(settings.safe_window)
@@ -109,14 +127,22 @@ def replay_vpa_decisions(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, s
     chooser = ReplayChooser(forecaster.key, settings, int(window / STEP)) if settings.choose_by_cost else None
     if chooser is not None:
         chooser.warm_up(y, start, forecaster, every, horizon)
+    if requests is not None:
+        requests.warm_up(y, start)
     for t in pd.date_range(start, end, freq=every, inclusive="left"):
         fc = forecaster.forecast(y, t, horizon)
         peak, at_oom = _memory_floors(y, oom, t, peak_window) if resource == "memory" else (None, None)
         cand, chose = chooser.pick(y, t, fc) if chooser is not None else (None, None)
+        own = requests.request_at(y, t) if requests is not None and cand is None else None
+        raw = cand.value if cand else own
         rec = recommend_resource(fc, resource, 1, settings, int(window / STEP), max(1, int(safe / STEP)),
-                                 memory_peak=peak, oom_memory=at_oom, raw_total=cand.value if cand else None)
+                                 memory_peak=peak, oom_memory=at_oom, raw_total=raw,
+                                 model_label=requests.label if own is not None and requests is not None else None)
         if chose:
             describe_choice(rec, cand, chose)
+        elif own is not None and requests is not None:
+            rec.reason.quantile, rec.reason.margin = requests.quantile, 0.0
+            rec.reason.steps.insert(0, requests.why())
         wanted, why = (apply_updater(in_force, rec, None if since is None else t - since, dwell)
                        if settings.follow_bounds else (rec.target, None))
         if wanted != in_force:

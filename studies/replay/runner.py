@@ -18,6 +18,8 @@ from contracts.errors import InputError
 from contracts.quantity import AbsurdScale, check_usage_scale
 from studies.replay.decision_time import BACKEND, DecisionTimeForecaster, DecisionTimeTrainer, hpa_span
 from studies.replay.decisions import STEP, DailyChoiceForecaster, replay_hpa, replay_vpa_decisions, replay_vpa_default
+from studies.replay.day_plan import replay_restart
+from studies.replay.hour_peak import HourPeakRequests, hour_peak_trainer, keep_hpa_scale_point
 from studies.replay.inputs import ReplayInput
 from studies.replay.report import MAX_PLOTS, plot_lines, render
 from reports.pages import figure_png, pyplot
@@ -45,6 +47,9 @@ class ReplaySettings:
     decision_model: str | None = None  # opt-in: gbm or lightgbm decision-time forecasts (decision_time.py)
     # VPA: the hourly target applied every hour unless --hold sets window and follow_bounds
     vpa: VpaSettings = field(default_factory=lambda: VpaSettings(window="1h"))
+    resize: str = "in-place"  # VPA regime: in-place (every `every`) or restart (day_plan.py)
+    max_changes: int = 3  # restart: request changes a UTC day at most
+    hpa_pair: tuple[float, float, float] | None = None  # VPA: (U, LO, HI) of an HPA on CPU utilisation
 
     @property
     def stabilization_minutes(self) -> int:
@@ -72,13 +77,12 @@ def resource_of(key: str) -> str:
 
 
 def series_forecaster(key: str, s: ReplaySettings, trainer: DecisionTimeTrainer | None) -> DailyChoiceForecaster:
-    """The day-ahead forecaster, or (opt-in) the decision-time one falling back to it (typed as the
-    day-ahead one: the decision functions read only `.forecast(y, origin, horizon)`); for VPA the
-    steps past the next interval (the bounds' day) stay the day-ahead forecast's."""
+    """HPA's forecaster: the day-ahead one, or the decision-time one falling back to it (typed as the
+    day-ahead one: the decision functions read only `.forecast(y, origin, horizon)`)."""
     fc = DailyChoiceForecaster(key=key, model=s.model)
     if trainer is None:
         return fc
-    return cast(DailyChoiceForecaster, DecisionTimeForecaster(key, trainer, fc, tail_from_fallback=s.kind == "vpa"))
+    return cast(DailyChoiceForecaster, DecisionTimeForecaster(key, trainer, fc))
 
 
 def replay_hpa_series(key: str, y: pd.Series, data: ReplayInput, s: ReplaySettings, path: str,
@@ -104,14 +108,23 @@ def replay_hpa_series(key: str, y: pd.Series, data: ReplayInput, s: ReplaySettin
 
 def replay_vpa_series(key: str, y: pd.Series, data: ReplayInput, s: ReplaySettings,
                       trainer: DecisionTimeTrainer | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
-    """Tidewise's VPA decisions every `s.every` and the stock VPA's request, on one series."""
+    """Tidewise's VPA decisions every `s.every` and the stock VPA's request, on one series: the
+    hour-peak model's request at the series' budget level where `trainer` is given (the default),
+    the day-ahead forecast's elsewhere and for its bounds."""
     start, end = data.start[key], data.end[key]
-    fc = series_forecaster(key, s, trainer)
     resource = resource_of(key)
-    dec = replay_vpa_decisions(y, start, end, s.vpa, fc, s.every, resource=resource, oom=data.oom.get(key))
+    if s.resize == "restart":
+        dec = replay_restart(y, start, end, s.vpa, s.max_changes, s.every, resource)
+    else:
+        fc = DailyChoiceForecaster(key=key, model=s.model)
+        requests = HourPeakRequests(key, trainer, s.vpa.violation_budget, s.every) if trainer is not None else None
+        dec = replay_vpa_decisions(y, start, end, s.vpa, fc, s.every, resource=resource, oom=data.oom.get(key),
+                                   requests=requests)
+    if s.hpa_pair is not None and resource == "cpu":
+        dec = keep_hpa_scale_point(dec, *s.hpa_pair)
     use = y[(y.index >= start) & (y.index < end)]
     result = {"usage": use, "decisions": dec, "reference": replay_vpa_default(y, start, end, s.every).reindex(use.index),
-              "history": y[y.index < end], "start": start, "end": end}
+              "history": y[y.index < end], "start": start, "end": end, "budget": s.vpa.violation_budget}
     return result, dec.drop(columns="reason").assign(series=key)
 
 
@@ -121,9 +134,10 @@ def replay_all(data: ReplayInput, s: ReplaySettings, path: str, progress: Progre
     result: dict[str, dict[str, Any]] = {}
     parts = []
     trainer = None
-    if s.decision_model:
-        span = hpa_span(s.startup) if s.kind == "hpa" else max(1, int(s.every // STEP))
-        trainer = DecisionTimeTrainer(data.history.series, span, BACKEND[s.decision_model])
+    if s.decision_model and s.kind == "hpa":
+        trainer = DecisionTimeTrainer(data.history.series, hpa_span(s.startup), BACKEND[s.decision_model])
+    elif s.decision_model and s.resize == "in-place":
+        trainer = hour_peak_trainer(dict(data.history.series), s.every, BACKEND[s.decision_model])
     with progress(f"replaying {s.kind}", len(data.history.series)) as advance:
         for key, y in data.history.series.items():
             if s.kind == "hpa":
@@ -132,7 +146,7 @@ def replay_all(data: ReplayInput, s: ReplaySettings, path: str, progress: Progre
                 result[key], part = replay_vpa_series(key, y, data, s, trainer)
             parts.append(part)
             advance(1)
-    cols = HPA_COLUMNS if s.kind == "hpa" else VPA_COLUMNS
+    cols = HPA_COLUMNS if s.kind == "hpa" else VPA_COLUMNS + (["hpa_target"] if s.hpa_pair else [])
     out = pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
     return result, out
 

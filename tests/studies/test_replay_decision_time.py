@@ -1,5 +1,6 @@
-"""`tidewise replay --decision-model gbm` (issue 12, opt-in): decisions from decision-time forecasts,
-the replay contracts unchanged, and no look-ahead (perturbing the future changes no decision before it)."""
+"""`tidewise replay --decision-model gbm` (issue 12; the default of both kinds since issue 24): decisions from
+decision-time forecasts (VPA: the hour-peak model at the series' violation-budget level), the replay
+contracts unchanged, and no look-ahead (perturbing the future changes no decision before it)."""
 import numpy as np
 import pandas as pd
 
@@ -30,8 +31,9 @@ def test_vpa_decision_model_keeps_the_contract_and_reads_no_future(tmp_path):
     out = replay(tmp_path, "vpa", frame, "--every", "1h")
     assert list(out.columns) == ["series", "timestamp", "target", "lower_bound", "upper_bound"]
     assert (out["lower_bound"] <= out["target"]).all() and (out["target"] <= out["upper_bound"]).all()
-    day_ahead = replay(tmp_path, "vpa", frame, "--every", "1h", name="plain.csv", decision=())
-    assert not np.allclose(out["target"], day_ahead["target"])  # the flag changes the decisions
+    day_ahead = replay(tmp_path, "vpa", frame, "--every", "1h", name="plain.csv",
+                       decision=("--decision-model", "day-ahead"))
+    assert not np.allclose(out["target"], day_ahead["target"])  # the model changes the decisions
     cut = pd.Timestamp("2024-05-06T09:00:00Z")
     out2 = replay(tmp_path, "vpa", perturbed_after(frame, cut), "--every", "1h", name="perturbed.csv")
     before = out["timestamp"] <= cut
@@ -54,16 +56,17 @@ def test_hpa_decision_model_keeps_the_contract_and_reads_no_future(tmp_path):
     assert not out["replicas"].equals(out2["replicas"])
 
 
-def test_hpa_replays_decision_time_by_default_and_vpa_the_day_ahead_forecast(tmp_path):
-    """The defaults chosen on the full dev replay (BENCHMARKS.md, replay section), as serve's."""
+def test_both_kinds_replay_decision_time_by_default(tmp_path):
+    """The defaults chosen on the full dev replay (BENCHMARKS.md, replay and tidal-requests sections)."""
     frame = tidal_frame(per=1.0, start="2024-05-05T06:00:00Z")
     default = replay(tmp_path, "hpa", frame, name="default.csv", decision=())
     pd.testing.assert_frame_equal(default, replay(tmp_path, "hpa", frame, name="gbm.csv"))
     day_ahead = replay(tmp_path, "hpa", frame, name="da.csv", decision=("--decision-model", "day-ahead"))
     assert not default["replicas"].equals(day_ahead["replicas"])
     vpa = replay(tmp_path, "vpa", frame, name="v.csv", decision=())
-    pd.testing.assert_frame_equal(vpa, replay(tmp_path, "vpa", frame, name="vda.csv",
-                                              decision=("--decision-model", "day-ahead")))
+    pd.testing.assert_frame_equal(vpa, replay(tmp_path, "vpa", frame, name="vgbm.csv"))
+    vda = replay(tmp_path, "vpa", frame, name="vda.csv", decision=("--decision-model", "day-ahead"))
+    assert not vpa["target"].equals(vda["target"])
 
 
 def test_unknown_decision_model_exits_2(tmp_path):

@@ -16,9 +16,19 @@ Replay Tidewise's VPA recommender on a history.
 Input: long CSV/Parquet series,timestamp,value[,start] — value is a container's usage (CPU cores,
 or bytes for series whose id ends in /memory); start (ISO-8601 UTC, the same on every row of a
 series) is the first decision time; without it the last 7 days of each series are replayed.
-Output CSV: series,timestamp,target,lower_bound,upper_bound — one row per series per decision
-time from start to the end of the data, every --every. Each decision uses only rows with a
+Output CSV: series,timestamp,target,lower_bound,upper_bound[,hpa_target] — one row per series per
+decision time from start to the end of the data, every --every. Each decision uses only rows with a
 timestamp before the decision time.
+
+Two regimes (--resize). in-place (the default; pods resize without a restart): a new request every
+--every, the hour-peak model's forecast of the interval's peak at each series' violation-budget
+level (--violation-budget, default 0.05: the share of 5-minute steps with usage over the request;
+the level walks from a week before start). restart (every change restarts a pod): each UTC day
+planned at midnight in at most --max-changes-per-day blocks, or the stock rule's target held for
+the day, whichever cost less on the series' last week; the request never changes more often.
+With --hpa-target-utilization U an HPA on the workload's CPU utilisation keeps its scale point:
+hpa_target x target stays at U x the first request, within --hpa-target-bounds, or the request
+is held.
 """
 HPA_HELP = """\
 Replay Tidewise's predictive HPA on a history.
@@ -45,13 +55,26 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="opt-in: each UTC day, per series, serve the cheapest of the forecast, the stock VPA rule "
                         "and a flat p95 of the last week, scored on the series' last --cost-window")
     c.add_argument("--cost-window", help="recent past the candidates are scored on (default 2d)")
-    c.add_argument("--violation-budget", type=float, help="a candidate over this violation rate is ruled out (default 0.1)")
+    c.add_argument("--violation-budget", type=float,
+                   help="share of 5-minute steps usage may exceed the request (default 0.05, the stock VPA's rate); "
+                        "the hour-peak level and the day plan are calibrated to it, and choose-by-cost rules out "
+                        "candidates over it")
     c.add_argument("--violation-weight", type=float, help="cost of one unit of violation rate, in slack (default 2.5)")
     c.add_argument("--change-weight", type=float, help="cost of one request change a day, in slack (default 0.01)")
     kinds = p.add_subparsers(dest="kind", metavar="vpa|hpa", required=True)
     v = kinds.add_parser("vpa", help="replay the VPA recommender", description=VPA_HELP,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     v.add_argument("--every", default="1h", help="decision interval (default 1h)")
+    v.add_argument("--resize", choices=("in-place", "restart"), default="in-place",
+                   help="how a change reaches the pod: in-place (default: a new request every --every) or "
+                        "restart (a day plan in at most --max-changes-per-day blocks, or the stock rule)")
+    v.add_argument("--max-changes-per-day", type=int, default=3, metavar="N",
+                   help="restart: request changes a UTC day at most, the one at midnight included (default 3)")
+    v.add_argument("--hpa-target-utilization", type=float, metavar="U",
+                   help="an HPA scales the workload on CPU utilisation U (e.g. 0.7): add the hpa_target column "
+                        "that keeps its scale point (U x the first request) as the request moves")
+    v.add_argument("--hpa-target-bounds", default="0.5,0.9", metavar="LO,HI",
+                   help="the HPA target utilisations allowed (default 0.5,0.9); outside them the request is held")
     v.add_argument("--hold", help="opt-in: apply the VPA updater's rule (the request in force changes only when it "
                                   "leaves [lowerBound, upperBound], a decrease after 4h) with targets covering "
                                   "this window, e.g. 8h: about two changes a day instead of ten")
@@ -124,7 +147,8 @@ def settings_from(args: argparse.Namespace) -> "ReplaySettings":
                 raise InputError(f"--hold {args.hold}: at least the decision interval --every {args.every}")
             vpa = VpaSettings(window=args.hold, follow_bounds=True)
         choice_settings(args, vpa)
-        return ReplaySettings("vpa", args.model, every=every, decision_model=decision, vpa=vpa)
+        return ReplaySettings("vpa", args.model, every=every, decision_model=decision, vpa=vpa,
+                              resize=getattr(args, "resize", "in-place"), max_changes=max_changes(args), hpa_pair=hpa_pairing(args))
     if not 0 < args.target_utilization <= 1:
         raise InputError(f"--target-utilization {args.target_utilization}: use a number in (0, 1]")
     if not 0 <= args.tolerance <= 1:  # also refuses nan and inf
@@ -138,6 +162,36 @@ def settings_from(args: argparse.Namespace) -> "ReplaySettings":
         hpa.quantile = args.quantile
     return ReplaySettings("hpa", args.model, target_utilization=args.target_utilization, tolerance=args.tolerance,
                           startup=startup, stabilization=stabilization, hpa=hpa, decision_model=decision)
+
+
+def max_changes(args: argparse.Namespace) -> int:
+    """--max-changes-per-day, checked."""
+    from contracts.errors import InputError
+
+    n = getattr(args, "max_changes_per_day", 3)
+    if not 1 <= n <= 288:
+        raise InputError(f"--max-changes-per-day {n}: use a whole number from 1 to 288")
+    return int(n)
+
+
+def hpa_pairing(args: argparse.Namespace) -> "tuple[float, float, float] | None":
+    """(U, LO, HI) of the HPA a VPA replay pairs with (--hpa-target-utilization, --hpa-target-bounds),
+    checked; None without --hpa-target-utilization."""
+    from contracts.errors import InputError
+
+    u = getattr(args, "hpa_target_utilization", None)
+    bounds = getattr(args, "hpa_target_bounds", "0.5,0.9")
+    try:
+        lo, hi = (float(b) for b in bounds.split(","))
+    except ValueError:
+        raise InputError(f"--hpa-target-bounds {bounds!r}: give two utilisations LO,HI, e.g. 0.5,0.9") from None
+    if not 0 < lo <= hi <= 1:
+        raise InputError(f"--hpa-target-bounds {bounds!r}: use 0 < LO <= HI <= 1")
+    if u is None:
+        return None
+    if not lo <= u <= hi:  # also refuses nan
+        raise InputError(f"--hpa-target-utilization {u}: use a number within --hpa-target-bounds {lo:g}..{hi:g}")
+    return float(u), lo, hi
 
 
 def choice_settings(args: argparse.Namespace, vpa: "VpaSettings") -> None:

@@ -1,0 +1,65 @@
+"""`tidewise replay vpa --resize restart` (issue 24 item 4): where every change restarts a pod, each UTC
+day is planned at midnight in at most N blocks (`--max-changes-per-day`), or the stock rule is kept,
+whichever cost less on the series' own last week.
+
+The plan and the choice are `autoscaler.logic.day_plan.DayPlanner` (serve's restart regime reads
+the same): the median of each hour's peak on the last 7 days, cut into N blocks, scaled to keep the
+last week within a share of the budget, or the stock VPA's hourly target, whichever cost less on
+that week. Here they are applied as the cluster would: the request in force changes only by more
+than 10% (`DEAD_BAND`) and at most N times a UTC day (the one at midnight included), a change past
+that held; within a day, a last hour's peak over 1.2x the request raises it to that peak
+(`EVIDENCE`: a level shift the plan could not know), if a change is left.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from autoscaler.logic.day_plan import DayPlanner
+from autoscaler.logic.vpa import target_floor
+from autoscaler.settings import VpaSettings
+from contracts.quantity import usage_to_units
+
+DEAD_BAND = 0.1  # a restart for a change under 10% is not worth it: the request in force stays
+RAISE = 1.0  # a raise on evidence: to the last hour's peak x this, when it passed the request in force
+EVIDENCE = 1.2  # ... by this factor (a tide's usual overshoot of a plan is not evidence of a shift)
+
+
+def replay_restart(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, settings: VpaSettings, n: int,
+                   every: pd.Timedelta = pd.Timedelta("1h"), resource: str = "cpu") -> pd.DataFrame:
+    """Rows every `every` in [start, end): timestamp, target (the request in force), lower_bound and
+    upper_bound (both the target: a plan is applied as planned), recommended, reason."""
+    planner = DayPlanner(y, settings, n)
+    unit = 1000.0 if resource == "cpu" else 1.0
+    floor, floor_why = target_floor(resource, 1, settings)
+    rows, in_force, changes, today = [], None, 0, None
+    day_plan: np.ndarray | None = None
+    why = ""
+    raised = 0.0  # today's raise on evidence: the plan never goes below it again today
+    for t in pd.date_range(start, end, freq=every, inclusive="left"):
+        if t.floor("D") != today:
+            today, changes, raised = t.floor("D"), 0, 0.0
+            day_plan, why = planner.decide(today, settings.violation_budget)
+        raw = day_plan[t.hour] if day_plan is not None else np.nan
+        last = planner.peaks.get(t - pd.Timedelta("1h"), np.nan)
+        if in_force is not None and np.isfinite(last) and usage_to_units(resource, float(last)) > EVIDENCE * in_force:
+            raised = max(raised, float(last) * RAISE)
+        if raised > (raw if np.isfinite(raw) else 0.0):
+            raw, why = raised, f"{why}; raised on evidence: the last hour's peak passed the request"
+        if not np.isfinite(raw):
+            rows.append((t, np.nan if in_force is None else in_force / unit, np.nan, np.nan, np.nan, why))
+            continue
+        wanted, note = usage_to_units(resource, max(float(raw), 0.0)), why
+        if wanted < floor:
+            wanted, note = floor, f"{why}; {floor_why}"
+        if in_force is not None and abs(wanted - in_force) <= DEAD_BAND * in_force:
+            wanted = in_force
+        if wanted != in_force:
+            if in_force is not None and changes >= n:
+                note = f"{note}; held: {n} changes today already (--max-changes-per-day)"
+                wanted = in_force
+            else:
+                changes += in_force is not None
+                in_force = wanted
+        rows.append((t, in_force / unit, in_force / unit, in_force / unit, wanted / unit, f"restart regime: {note}"))
+    return pd.DataFrame(rows, columns=["timestamp", "target", "lower_bound", "upper_bound", "recommended", "reason"])
