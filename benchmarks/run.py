@@ -22,6 +22,7 @@ SECTIONS = [
     "serving",
     "extender",
     "replay",
+    "tidal",
     "dask",
     "tide",
     "rebalance",

@@ -39,7 +39,20 @@ def series_scores(kind: str, key: str, r: dict[str, Any], target_utilization: fl
         t = hpa_scores(r["demand"], r["serving"], r["per"], target_utilization, tolerance)
         ref = hpa_scores(r["demand"], r["reference"], r["per"], target_utilization, tolerance)
     a, b = COLUMNS[kind]
-    return {"series": key, a: t[0], b: t[1], f"ref {a}": ref[0], f"ref {b}": ref[1]}
+    row = {"series": key, a: t[0], b: t[1], f"ref {a}": ref[0], f"ref {b}": ref[1]}
+    if kind == "vpa" and r.get("budget") is not None:  # the achieved rate (violation) against its budget
+        row["budget"] = float(r["budget"])
+    return row
+
+
+def budget_line(per_series: list[dict[str, Any]]) -> str:
+    """`N of M series over their violation budget B` (empty when no row carries a budget)."""
+    rows = [r for r in per_series if "budget" in r and np.isfinite(r.get("violation", np.nan))]
+    if not rows:
+        return ""
+    over = sum(r["violation"] > r["budget"] for r in rows)
+    budgets = sorted({r["budget"] for r in rows})
+    return f"{over} of {len(rows)} series over their violation budget {'/'.join(f'{b:g}' for b in budgets)}"
 
 
 def scores(kind: str, result: dict[str, dict[str, Any]], target_utilization: float = 0.7,

@@ -65,6 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     v = kinds.add_parser("vpa", help="replay the VPA recommender", description=VPA_HELP,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     v.add_argument("--every", default="1h", help="decision interval (default 1h)")
+    v.add_argument("--violation-budget", type=float, default=argparse.SUPPRESS,
+                   help="share of 5-minute steps usage may exceed the request (default 0.05); also accepted "
+                        "before `vpa`")
     v.add_argument("--resize", choices=("in-place", "restart"), default="in-place",
                    help="how a change reaches the pod: in-place (default: a new request every --every) or "
                         "restart (a day plan in at most --max-changes-per-day blocks, or the stock rule)")
@@ -98,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     from studies.replay.decisions import STEP
     from studies.replay.inputs import load_replay_input
     from studies.replay.runner import check_scales, replay_all, write_report
-    from studies.replay.scores import scores
+    from studies.replay.scores import budget_line, scores
     from tidewise.paths import check_output_path, input_file
     from tidewise.progress import progress
 
@@ -115,9 +118,10 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         write_report(args.report, s, result, summary, per_series, args.input, progress)
     first = summary[0] if summary else {}
+    budget = budget_line(per_series)
     print(f"replayed {args.kind} for {len(result)} series -> {args.output}: "
-          + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in first.items()),
-          file=sys.stderr)
+          + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in first.items())
+          + (f"; {budget}" if budget else ""), file=sys.stderr)
     return 0
 
 

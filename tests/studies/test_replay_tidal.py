@@ -1,0 +1,138 @@
+"""Tidal requests in replay (issue 24): the two regimes, the violation budget, the day plan, the HPA's scale point."""
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from autoscaler.logic.day_plan import DayPlanner, blocks
+from autoscaler.settings import VpaSettings
+from predictor.pipeline.calibration import PEAK_LEVELS, BudgetLevel
+from studies.replay.day_plan import replay_restart
+from tests.conftest import run_main
+from tests.tidewise.test_replay_cli import tidal_frame
+
+MODEL = ["--model", "seasonal_naive_daily"]  # the day-ahead part: cheap and deterministic
+
+
+def replay(tmp_path, frame, *extra, name="in.csv"):
+    inp, out = tmp_path / name, tmp_path / f"out-{name}"
+    frame.to_csv(inp, index=False)
+    r = run_main("replay", "vpa", "--input", str(inp), "--output", str(out), *MODEL, *extra)
+    assert r.returncode == 0, r.stderr
+    return pd.read_csv(out, parse_dates=["timestamp"]), r
+
+
+def changes_per_day(out):
+    per = []
+    for _, g in out.groupby("series"):
+        t = g.set_index("timestamp")["target"]
+        changed = (t.diff().abs() > 0) & t.shift().notna()
+        per.append(changed.groupby(t.index.floor("D")).sum())
+    return pd.concat(per)
+
+
+def test_restart_regime_never_changes_more_than_allowed(tmp_path):
+    frame = tidal_frame(days=12, start="2024-05-06T00:00:00Z")
+    for n in (1, 2, 3):
+        out, _ = replay(tmp_path, frame, "--resize", "restart", "--max-changes-per-day", str(n), name=f"r{n}.csv")
+        assert changes_per_day(out).max() <= n
+        assert out["target"].notna().all() and (out["target"] > 0).all()
+    inplace, _ = replay(tmp_path, frame, name="ip.csv")
+    assert changes_per_day(inplace).max() > 3  # hourly: the cap is the restart regime's
+
+
+def test_the_day_plan_follows_the_tide_and_says_why():
+    idx = pd.date_range("2024-05-01", periods=14 * 288, freq="5min", tz="UTC")
+    y = pd.Series(5 + 4 * np.sin(2 * np.pi * np.arange(len(idx)) / 288), index=idx)
+    d = replay_restart(y, idx[0] + pd.Timedelta("9D"), idx[-1], VpaSettings(window="1h"), 3)
+    assert d["reason"].str.contains("cost on the last 7 d: plan").all()
+    day = d[d["timestamp"].dt.floor("D") == pd.Timestamp("2024-05-12", tz="UTC")].reset_index(drop=True)
+    assert day["target"].nunique() >= 2  # up for the peak, down after it
+    peak_hour = int(y.resample("1h").max().reindex(day["timestamp"]).to_numpy().argmax())
+    assert day["target"].iloc[peak_hour] == day["target"].max()
+
+
+def test_a_flat_series_keeps_the_stock_rule_when_the_plan_costs_more():
+    idx = pd.date_range("2024-05-01", periods=12 * 288, freq="5min", tz="UTC")
+    rng = np.random.default_rng(3)
+    y = pd.Series(2 + rng.gamma(1.0, 0.6, len(idx)), index=idx)  # no tide: bursts at any hour
+    planner = DayPlanner(y, VpaSettings(), 3)
+    request, why = planner.decide(pd.Timestamp("2024-05-11", tz="UTC"), 0.05)
+    assert request is not None and len(request) == 24 and "plan" in why and "stock" in why
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_blocks_waste_least(n):
+    rng = np.random.default_rng(n)
+    for _ in range(20):
+        p = rng.random(8) * 10
+        got = blocks(p, n)
+        assert len(set(got)) <= n and np.all(got >= p)
+        best = min(sum(max(p[i:j]) * (j - i) - sum(p[i:j]) for i, j in zip((0, *cuts), (*cuts, 8)))
+                   for k in range(n) for cuts in itertools.combinations(range(1, 8), k))
+        assert np.isclose(np.sum(got - p), best)
+
+
+def test_budget_level_moves_with_violations_and_stays_in_its_bounds():
+    level = BudgetLevel(0.05)
+    start = level.tau
+    level.observe(np.array([2.0] * 6 + [0.5] * 6), 1.0)  # half the steps over the request
+    assert level.tau > start
+    high = level.tau
+    for _ in range(200):
+        level.observe(np.zeros(12), 1.0)  # never over: the request comes down, to the median at most
+    assert level.tau == pytest.approx(level.low) and level.tau < high
+    for _ in range(200):
+        level.observe(np.full(12, 5.0), 1.0)  # always over: up to the highest level, not beyond
+    assert level.tau == pytest.approx(level.high)
+    assert 0 < level.achieved < 1
+    q = np.linspace(1, 2, len(PEAK_LEVELS))
+    assert level.request(q, PEAK_LEVELS) == pytest.approx(np.interp(level.high, PEAK_LEVELS, q))
+    with pytest.raises(ValueError, match="budget"):
+        BudgetLevel(0.0)
+
+
+def test_in_place_default_tracks_the_budget(tmp_path):
+    frame = tidal_frame(days=14, series=("web/cpu",), start="2024-05-08T00:00:00Z", seed=4)
+    tight, _ = replay(tmp_path, frame, "--violation-budget", "0.01", name="tight.csv")
+    loose, r = replay(tmp_path, frame, "--violation-budget", "0.2", name="loose.csv")
+    assert loose["target"].mean() < tight["target"].mean()  # a looser budget asks for less
+    y = frame.assign(timestamp=pd.to_datetime(frame["timestamp"])).set_index("timestamp")["value"]
+    use = y[y.index >= pd.Timestamp("2024-05-08", tz="UTC")]
+
+    def violation(out):
+        return float(np.mean(use.to_numpy() > out.set_index("timestamp")["target"].reindex(use.index, method="ffill")))
+
+    assert violation(tight) < violation(loose)
+    assert "budget" in r.stderr
+
+
+def test_hpa_target_keeps_the_scale_point_within_bounds(tmp_path):
+    frame = tidal_frame(days=10, start="2024-05-06T00:00:00Z")
+    out, _ = replay(tmp_path, frame, "--hpa-target-utilization", "0.7", name="hpa.csv")
+    assert "hpa_target" in out.columns
+    for _, g in out.groupby("series"):
+        point = 0.7 * g["target"].iloc[0]
+        assert np.allclose(g["hpa_target"] * g["target"], point)
+        assert g["hpa_target"].between(0.5, 0.9).all()
+    narrow, _ = replay(tmp_path, frame, "--hpa-target-utilization", "0.7", "--hpa-target-bounds", "0.65,0.75",
+                       name="narrow.csv")
+    assert narrow["hpa_target"].between(0.65, 0.75 + 1e-12).all()
+    assert narrow["target"].std() < out["target"].std()  # the request held where the HPA could not follow
+    plain, _ = replay(tmp_path, frame, name="plain.csv")
+    assert list(plain.columns) == ["series", "timestamp", "target", "lower_bound", "upper_bound"]
+
+
+@pytest.mark.parametrize("flags,named", [
+    (("--max-changes-per-day", "0"), "--max-changes-per-day"),
+    (("--hpa-target-utilization", "0.95"), "--hpa-target-utilization"),
+    (("--hpa-target-bounds", "0.9,0.5"), "--hpa-target-bounds"),
+    (("--hpa-target-bounds", "half"), "--hpa-target-bounds"),
+])
+def test_bad_tidal_flags_exit_2_naming_the_flag(tmp_path, flags, named):
+    inp = tmp_path / "in.csv"
+    tidal_frame().to_csv(inp, index=False)
+    r = run_main("replay", "vpa", "--input", str(inp), "--output", str(tmp_path / "o.csv"), *flags)
+    assert r.returncode == 2 and named in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "o.csv").exists()
