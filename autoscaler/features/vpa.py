@@ -90,7 +90,7 @@ class VpaFeature:
         forecasts = ctx.forecasts if ctx.vpa_forecasts is None else ctx.vpa_forecasts
         budget, why = budget_for(vpa.budget_annotation(), s.violation_budget)
         d = decide_vpa(VpaInputs(vpa, wl, replicas, series, forecasts, ctx.history, ctx.now,
-                                 self.step, last_oom_kills(pods), self.ledger, budget, why), s)
+                                 self.step, last_oom_kills(pods), self.ledger, budget, why, ctx.vpa_tidal), s)
         d = self.policy.limit(d, vpa, ctx.now)
         in_force, source = requests_in_force(wl, pods)
         for c in d.containers:

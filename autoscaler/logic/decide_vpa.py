@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Protocol
 
 import numpy as np
 import pandas as pd
@@ -32,6 +32,23 @@ def steps_in(text: str, step: pd.Timedelta) -> int:
 
 
 @dataclass(frozen=True)
+class TidalRequest:
+    """A raw request another recommender gave (a workload total): the hour-peak model at the series'
+    budget level (in place) or the day plan's hour (restart), with its reason."""
+
+    value: float
+    label: str  # the reason's model
+    quantile: float | None  # the reason's quantile (None: the settings')
+    why: str  # the reason's first step
+
+
+class TidalRequests(Protocol):
+    """This run's tidal requests (`routines/tidal.py`): one per series and regime, or None and why not."""
+
+    def request(self, sid: str, in_place: bool, budget: float) -> tuple[TidalRequest | None, str]: ...
+
+
+@dataclass(frozen=True)
 class VpaInputs:
     """What one VPA's decision reads besides its settings."""
 
@@ -49,6 +66,7 @@ class VpaInputs:
     # settings.violation_budget. Carried to each recommendation, where the hour-peak model reads it
     budget: float | None = None
     budget_why: str | None = None
+    tidal: TidalRequests | None = None  # None: the forecast's window max serves (no hour-peak model)
 
 
 def _memory_at_oom(inp: VpaInputs, container: str, sid: str, since: pd.Timestamp) -> float | None:
@@ -68,6 +86,16 @@ def _memory_at_oom(inp: VpaInputs, container: str, sid: str, since: pd.Timestamp
 def _memory_peak(y: pd.Series, since: pd.Timestamp) -> float | None:
     recent = y.to_numpy()[y.index.searchsorted(since):]
     return float(np.nanmax(recent)) if np.isfinite(recent).any() else None
+
+
+def _describe_tidal(rec: ResourceRecommendation, own: TidalRequest | None, why_not: str) -> None:
+    """The reason of a tidal request (quantile its level, no margin), or why the forecast served."""
+    if own is not None:
+        rec.reason.quantile = rec.reason.quantile if own.quantile is None else own.quantile
+        rec.reason.margin = 0.0
+        rec.reason.steps.insert(0, own.why)
+    elif why_not:
+        rec.reason.steps.insert(0, why_not)
 
 
 def decide_vpa(inp: VpaInputs, settings: VpaSettings) -> VpaDecision:
@@ -95,13 +123,17 @@ def decide_vpa(inp: VpaInputs, settings: VpaSettings) -> VpaDecision:
                 found = candidates(fc, window, y[y.index < inp.now], inp.now, settings, label,
                                    inp.ledger.needed(sid, inp.now))
                 cand, why = serve_choice(choose_by_cost(inp.ledger, sid, found, y, inp.now, settings), found)
+            how = regime(inp.vpa, inp.workload, cname, res)
+            budget = settings.violation_budget if inp.budget is None else inp.budget
+            own, not_own = inp.tidal.request(sid, how.in_place, budget) if inp.tidal and not cand else (None, "")
+            raw = cand.value if cand else own.value if own else None
             rec = recommend_resource(fc, res, inp.replicas, settings, window, safe, policy, memory_peak=peak,
-                                     model_label=label, oom_memory=oom, raw_total=cand.value if cand else None)
+                                     model_label=own.label if own else label, oom_memory=oom, raw_total=raw)
             if why:
                 describe_choice(rec, cand, why)
-            how = regime(inp.vpa, inp.workload, cname, res)
+            _describe_tidal(rec, own, not_own)
             rec.regime, rec.after_oom = how.name, oom is not None
-            rec.budget = settings.violation_budget if inp.budget is None else inp.budget
+            rec.budget = budget
             rec.reason.steps.append(inp.budget_why or f"violation budget {rec.budget:g}")
             rec.reason.steps.append(how.describe(settings.max_changes_per_day))
             resources[res] = rec

@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping, Protocol, TypeVar
 
 import pandas as pd
 
+from autoscaler.logic.decide_vpa import TidalRequests
 from autoscaler.model.cluster import ClusterState
 from autoscaler.model.decisions import HpaDecision, VpaDecision
 from autoscaler.model.views import WorkloadKey, WorkloadSeries
@@ -157,6 +158,7 @@ class RunContext:
     made: Mapping[str, Forecast] = field(default_factory=dict)  # the forecast cache: series -> forecast as made
     # what VPA / HPA decisions read (routines/decision_time.py); None: this run's day-ahead forecasts
     vpa_forecasts: Mapping[str, Forecast] | None = None
+    vpa_tidal: TidalRequests | None = None  # the hour-peak model and day plans (routines/tidal.py); None: off
     hpa_forecasts: Mapping[str, Forecast] | None = None
 
     @staticmethod

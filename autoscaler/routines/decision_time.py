@@ -5,8 +5,10 @@ forecast stays the fallback, and the forecast's label (hence the reason) says wh
 The quantiles come from `predictor.pipeline.decision` — the walk and overlay that
 `tidewise replay --decision-model` runs — with one `DecisionWalk` per (decision, series) kept
 between runs (the per-series calibration), so a serve started at a replay's first decision time
-computes the replay's numbers. VPA reads the peak of the next hour over the model's span and the
-day-ahead forecast after it; HPA reads the demand from now through start-up + look-ahead.
+computes the replay's numbers. HPA reads the demand from now through start-up + look-ahead. VPA
+reads the hour-peak model (features "hour_peak") at each series' budget level and, in the restart
+regime, the day plan (`routines/tidal.py`, no walk); a VPA model of other features (an older
+registry) is not read: the day-ahead forecast serves and its label says why.
 """
 from __future__ import annotations
 
@@ -17,11 +19,13 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
-from autoscaler.settings import LoopSettings
+from autoscaler.routines.tidal import HOUR_PEAK, TidalRun, TidalServing
+from autoscaler.settings import LoopSettings, VpaSettings
 from predictor.pipeline.decision import DecisionWalk, actual_from_history, hpa_span, overlay, raw_from_history
 from predictor.durations import parse_duration
 from predictor.history import History
 from predictor.models.decision_time import DecisionTimeGBM
+from predictor.pipeline.calibration import PEAK_LEVELS as LEVELS
 from predictor.types import Forecast
 
 if TYPE_CHECKING:
@@ -123,6 +127,7 @@ class DecisionTimeServing:
     """The serving loop's decision-time state: one calibration walk per (decision, series)."""
 
     walks: dict[tuple[str, str], DecisionWalk] = field(default_factory=dict)
+    tidal: TidalServing = field(default_factory=TidalServing)  # VPA: budget levels and day plans per series
 
     def views(self, registry: RegistryVersion | None, loop: LoopSettings, hpa_startup: str, hpa_look: str,
               base: Mapping[str, Forecast], history: History, origin: pd.Timestamp, step: pd.Timedelta
@@ -134,27 +139,49 @@ class DecisionTimeServing:
         if registry is None or not any(enabled.values()) or not (registry.decision_models or registry.decision_errors):
             self.walks.clear()
             return None, None
-        models, errors, version = registry.decision_models, registry.decision_errors, registry.version
-        end = pd.Timestamp(registry.manifest.get("data_window", {}).get("end", origin))
-        age = origin - (end if end.tzinfo else end.tz_localize("UTC"))
-        max_age = loop.decision_max_age
         out: list[DecisionView | None] = []
         for kind in ("vpa", "hpa"):
-            if not enabled[kind]:
+            model = registry.decision_models.get(kind)
+            why = why_not(registry, kind, loop, origin, step, hpa_startup, hpa_look)
+            if not enabled[kind] or (kind == "vpa" and not why):  # the hour-peak model serves VPA (tidal.py)
                 out.append(None)
                 continue
-            model = models.get(kind)
-            why = errors.get(kind, "") and f"not loaded ({errors[kind]})"
-            if model is None and not why:
-                why = f"no model in registry {version}"
-            elif model is not None and age > parse_duration(max_age):
-                why = f"model stale (trained on data up to {end}, older than {max_age})"
-            elif model is not None and model.step_ != step:
-                why = f"model step {model.step_} is not the loop's {step}"
-            elif model is not None and kind == "hpa" and int(model.span) != hpa_span(
-                    parse_duration(hpa_startup), parse_duration(hpa_look), step):
-                why = f"model trained for {int(model.span)} steps ahead; startup {hpa_startup} needs another span"
-            out.append(DecisionView(base, DecisionRun(kind, model, why, version, history, origin, step), self.walks))
+            out.append(DecisionView(base, DecisionRun(kind, model, why, registry.version, history, origin, step),
+                                    self.walks))
         for k in [k for k in self.walks if k[1] not in base or not enabled[k[0]]]:  # gone, stale, skipped, off
             del self.walks[k]
         return out[0], out[1]
+
+    def tidal_run(self, registry: RegistryVersion | None, loop: LoopSettings, vpa: VpaSettings, history: History,
+                  origin: pd.Timestamp, step: pd.Timedelta) -> TidalRun | None:
+        """The hour-peak model and day plans VPA decisions read this run (routines/tidal.py), or None
+        (then `views` labels the day-ahead forecast with why) when `loop.decision_time_vpa` is off or
+        the registry's "vpa" model is missing, stale or not the hour-peak model."""
+        if registry is None or not loop.decision_time_vpa or why_not(registry, "vpa", loop, origin, step, "", ""):
+            self.tidal.levels.clear()
+            self.tidal.plans.clear()
+            return None
+        return self.tidal.run(registry.decision_models["vpa"], registry.version, history, origin, vpa)
+
+
+def why_not(registry: RegistryVersion, kind: str, loop: LoopSettings, origin: pd.Timestamp, step: pd.Timedelta,
+            hpa_startup: str, hpa_look: str) -> str:
+    """Why the registry's `kind` decision-time model cannot serve this run ("" when it can)."""
+    model, errors, version = registry.decision_models.get(kind), registry.decision_errors, registry.version
+    end = pd.Timestamp(registry.manifest.get("data_window", {}).get("end", origin))
+    age = origin - (end if end.tzinfo else end.tz_localize("UTC"))
+    max_age = loop.decision_max_age
+    if model is None:
+        return errors.get(kind, "") and f"not loaded ({errors[kind]})" or f"no model in registry {version}"
+    if age > parse_duration(max_age):
+        return f"model stale (trained on data up to {end}, older than {max_age})"
+    if model.step_ != step:
+        return f"model step {model.step_} is not the loop's {step}"
+    if kind == "hpa" and int(model.span) != hpa_span(parse_duration(hpa_startup), parse_duration(hpa_look), step):
+        return f"model trained for {int(model.span)} steps ahead; startup {hpa_startup} needs another span"
+    if kind == "vpa" and model.features != HOUR_PEAK:
+        return (f"model features {model.features!r}, not {HOUR_PEAK!r} (an older registry: the VPA reads only "
+                f"the hour-peak model; `tidewise train` fits it)")
+    if kind == "vpa" and (min(model.quantiles) > LEVELS[0] or max(model.quantiles) < LEVELS[-1]):
+        return f"model quantiles {list(model.quantiles)} do not span the budget levels {LEVELS[0]}..{LEVELS[-1]}"
+    return ""

@@ -272,6 +272,7 @@ class ServingLoop:
         ctx.vpa_forecasts, ctx.hpa_forecasts = self.decision_time.views(
             self.registry, s.loop, s.hpa.startup, s.hpa.look_ahead,
             ctx.forecasts, ctx.history, ctx.origin, self.step)
+        ctx.vpa_tidal = self.decision_time.tidal_run(self.registry, s.loop, s.vpa, ctx.history, ctx.origin, self.step)
         details = [f.run(rep, ctx) for f in self.features if f.phase == DECIDE]
         return ", ".join(d for d in details if d)
 

@@ -196,10 +196,11 @@ class LoopSettings:
     # Decisions read the registry's decision-time models (issue 12; `tidewise train` fits them) when the
     # version holds them and they are fresh, else the day-ahead forecast. HPA on (the demand a start-up
     # time ahead): dev replay over-target 0.49x the reactive HPA's at equal replicas, 1.23x replicas
-    # (day-ahead: 0.62 at 1.31x). VPA opt-in (the peak of the next hour): slack ratio 0.92 vs 0.92
-    # but 12.6 changes a day vs 10.6 (BENCHMARKS.md, replay)
+    # (day-ahead: 0.62 at 1.31x). VPA on (issue 24: the hour-peak model at each series' violation-budget
+    # level in place, the day plan where a change restarts a pod; `tidewise replay vpa`'s default, see
+    # BENCHMARKS.md); a registry without the hour-peak model serves the day-ahead forecast, said in the reason
     decision_time_hpa: bool = True
-    decision_time_vpa: bool = False
+    decision_time_vpa: bool = True
     decision_max_age: str = "2d"  # a decision-time model trained on data older than this is not used
     write_concurrency: int = 8  # writes in flight at once (API round trips, files); 1 writes in order
     apply: bool = False  # dry-run by default; True writes to the cluster

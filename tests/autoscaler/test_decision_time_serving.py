@@ -1,6 +1,7 @@
 """Decision-time forecasts in serve (issue 12, item 1): the registry's models drive VPA and HPA
 decisions when present and fresh, the day-ahead forecast is the fallback and the reason says which
-served, and serve computes exactly the replay's (`tidewise replay --decision-model`) quantiles."""
+served, and serve computes exactly the replay's (`tidewise replay --decision-model`) HPA quantiles.
+The VPA's hour-peak model (issue 24) is tested in test_vpa_hour_peak_serve.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,6 +15,7 @@ from autoscaler.settings import LoopSettings
 from predictor import registry
 from predictor.history import History
 from predictor.models.decision_time import DecisionTimeGBM
+from predictor.pipeline.calibration import PEAK_LEVELS
 from studies.replay.decision_time import DecisionTimeForecaster, DecisionTimeTrainer
 from studies.replay.decisions import QUANTILES, DailyChoiceForecaster
 from tests.autoscaler.conftest import StaticCluster, fast_settings, source_of
@@ -23,8 +25,9 @@ STEP = pd.Timedelta("5min")
 BOTH = LoopSettings(decision_time_vpa=True, decision_time_hpa=True)
 
 
-def quick(span: int) -> DecisionTimeGBM:
-    return DecisionTimeGBM(QUANTILES, span, max_iter=15, max_rows=4000, min_samples_leaf=20)
+def quick(span: int, features: str = "recent") -> DecisionTimeGBM:
+    levels = PEAK_LEVELS if features == "hour_peak" else QUANTILES
+    return DecisionTimeGBM(levels, span, max_iter=15, max_rows=4000, min_samples_leaf=20, features=features)
 
 
 def write(reg_dir, history: History, models: dict, end: pd.Timestamp | None = None) -> str:
@@ -49,27 +52,27 @@ def run(objects, history, reg_dir, decision_time=True):
 @pytest.fixture(scope="module")
 def models(small):
     hist = small[2]
-    return {"vpa": quick(12).fit_many(hist.series, STEP), "hpa": quick(2).fit_many(hist.series, STEP)}
+    return {"vpa": quick(12, "hour_peak").fit_many(hist.series, STEP), "hpa": quick(2).fit_many(hist.series, STEP)}
 
 
 def test_serve_decides_from_the_registry_decision_time_models(objects, history, tmp_path, models):
     write(tmp_path, history, models)
     vpa, hpa = run(objects, history, tmp_path)
-    assert all(m.startswith("decision_time_hgb [vpa: peak of the next 1h") for m in vpa), vpa[:2]
+    assert all(m == "day_plan" for m in vpa), vpa[:2]  # updateMode unset: the restart regime's day plan
     assert all(m.startswith("decision_time_hgb [hpa: peak of the next 10m") for m in hpa), hpa[:2]
     off_vpa, off_hpa = run(objects, history, tmp_path, decision_time=False)
     assert not any("decision_time" in m or "day-ahead" in m for m in off_vpa + off_hpa)
 
 
-def test_by_default_hpa_reads_decision_time_and_vpa_the_day_ahead_forecast(objects, history, tmp_path, models):
-    """The defaults the dev replay chose (issue12-results.md): HPA on, VPA opt-in."""
+def test_by_default_both_read_decision_time(objects, history, tmp_path, models):
+    """The defaults the dev replay chose: HPA on (issue12-results.md), VPA on with the hour-peak model (issue 24)."""
     write(tmp_path, history, models)
     s = fast_settings()
     s.loop.forecast_refresh = None
     rep = ServingLoop(s, source_of(history), StaticCluster(objects), DryRunSink(), registry_dir=str(tmp_path)).run_once()
     assert rep.hpa and all(d.reason.model.startswith("decision_time_hgb") for d in rep.hpa)
-    assert rep.vpa and not any("decision_time" in r.reason.model for d in rep.vpa for c in d.containers
-                               for r in c.resources.values())
+    assert rep.vpa and all(r.reason.model.startswith(("hour_peak_hgb@", "day_plan")) for d in rep.vpa
+                           for c in d.containers for r in c.resources.values())
 
 
 def test_missing_or_stale_models_fall_back_to_the_day_ahead_forecast_and_say_why(objects, history, tmp_path, models):
@@ -92,13 +95,13 @@ def test_stale_features_fall_back_for_that_series_only(small, models):
             for k, y in cut.items()}
     reg = registry.RegistryVersion("/models/v1", "v1", {"data_window": {"end": hist.end.isoformat()}}, {},
                                    decision_models=models)
-    vpa, _ = DecisionTimeServing().views(reg, BOTH, "2m", "1m", base, History(cut, STEP), origin, STEP)
-    assert "features stale" in vpa[sid].model and vpa[sid].model.startswith(base[sid].model)
-    np.testing.assert_array_equal(vpa[sid].values, base[sid].values)
-    assert vpa[other].model.startswith("decision_time_hgb")
+    _, hpa = DecisionTimeServing().views(reg, BOTH, "2m", "1m", base, History(cut, STEP), origin, STEP)
+    assert "features stale" in hpa[sid].model and hpa[sid].model.startswith(base[sid].model)
+    np.testing.assert_array_equal(hpa[sid].values, base[sid].values)
+    assert hpa[other].model.startswith("decision_time_hgb")
 
 
-@pytest.mark.parametrize("kind", ["vpa", "hpa"])
+@pytest.mark.parametrize("kind", ["hpa"])
 def test_serve_computes_the_replay_quantiles(kind):
     """Replay's decision-time forecaster and serve's views, given the same model and history, give
     the same forecast at every origin (serve walking origin by origin as its runs do)."""

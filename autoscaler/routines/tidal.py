@@ -1,0 +1,136 @@
+"""Tidal VPA requests in the serving loop (issue 24 items 2-4): what `tidewise replay vpa` decides, run
+by run, when the registry's "vpa" decision-time model is the hour-peak model and fresh.
+
+- In place: the model's raw quantiles of the next interval's peak at this run's origin
+  (`raw_from_history`, no calibration walk), read at the series' `BudgetLevel`, the one replay's
+  `HourPeakRequests` walks. Before reading, the level learns from the steps since the previous
+  decision against the request that decision gave; it moves once an interval's worth (the model's
+  span) of steps is seen, as replay's does once an interval, so a loop running every minute moves it
+  no faster than replay's hourly decisions (a step's verdict is kept as over/under until then).
+- Restart: `logic/day_plan.DayPlanner`'s plan for the UTC day, decided once a day per series (the
+  stock rule's hourly target when it won, re-read each hour); the change cap applies after it.
+
+The levels and plans are the loop's state, kept between runs like the decision-time walks.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from autoscaler.logic.day_plan import DayPlanner
+from autoscaler.logic.decide_vpa import TidalRequest
+from autoscaler.settings import VpaSettings
+from predictor.history import History
+from predictor.models.decision_time import DecisionTimeGBM
+from predictor.pipeline.calibration import PEAK_LEVELS, BudgetLevel
+from predictor.pipeline.decision import raw_from_history
+
+CONTEXT = pd.Timedelta("9D")  # history a raw forecast reads (a week ago + a day of level); serve fetches 8d
+HOUR_PEAK = "hour_peak"  # the DecisionTimeGBM features serve's VPA reads
+
+
+@dataclass
+class SeriesLevel:
+    """One series' budget level and what it still has to learn from."""
+
+    level: BudgetLevel
+    last: tuple[pd.Timestamp, float] | None = None  # the previous decision's origin and request
+    pending: list[bool] = field(default_factory=list)  # steps seen since the level last moved: over?
+
+
+@dataclass
+class DayChoice:
+    """One series' restart-regime decision for a UTC day."""
+
+    day: pd.Timestamp
+    values: np.ndarray | None  # the plan's hourly requests (None: the stock rule serves, hour by hour)
+    why: str
+
+
+@dataclass
+class TidalServing:
+    """The loop's tidal state: a budget level and a day plan per series."""
+
+    levels: dict[str, SeriesLevel] = field(default_factory=dict)
+    plans: dict[str, DayChoice] = field(default_factory=dict)
+
+    def run(self, model: DecisionTimeGBM, version: str, history: History, origin: pd.Timestamp,
+            settings: VpaSettings) -> "TidalRun":
+        """This run's requests (series no longer fetched forget their state)."""
+        for d in (self.levels, self.plans):
+            for sid in [k for k in d if k not in history.series]:
+                del d[sid]
+        return TidalRun(self, model, version, history, origin, settings)
+
+
+@dataclass
+class TidalRun:
+    """This run's tidal requests (`logic.decide_vpa.TidalRequests`)."""
+
+    state: TidalServing
+    model: DecisionTimeGBM
+    version: str
+    history: History
+    origin: pd.Timestamp
+    settings: VpaSettings
+
+    @property
+    def every(self) -> pd.Timedelta:
+        return int(self.model.span) * self.model.step_  # type: ignore[no-any-return]
+
+    def request(self, sid: str, in_place: bool, budget: float) -> tuple[TidalRequest | None, str]:
+        y = self.history.series.get(sid)
+        if y is None:
+            return None, ""
+        y = y[y.index >= self.origin - CONTEXT]
+        return self._hour_peak(sid, y, budget) if in_place else self._day_plan(sid, y, budget)
+
+    def _hour_peak(self, sid: str, y: pd.Series, budget: float) -> tuple[TidalRequest | None, str]:
+        m, origin = self.model, self.origin
+        label = f"hour_peak_{m.backend}"
+        s = self.state.levels.get(sid)
+        if s is None:
+            s = self.state.levels[sid] = SeriesLevel(BudgetLevel(budget))
+        s.level.budget = float(budget)
+        self._learn(s, y)
+        last = y.last_valid_index()
+        raw = raw_from_history(m, y, [origin]).get(origin) \
+            if last is not None and last >= origin - m.step_ else None
+        if raw is None:
+            s.last = None
+            return None, (f"{label}: no forecast at {origin} (newest sample {last}): "
+                          f"the day-ahead forecast's window max serves")
+        request = max(s.level.request(raw[0], m.quantiles), 0.0)
+        s.last = (origin, request)
+        rate = s.level.achieved
+        seen = f"{rate:.3f} so far" if np.isfinite(rate) else "none seen yet"
+        why = (f"{label}@{self.version}: the next {int(self.every / pd.Timedelta('1min'))} min's peak at "
+               f"q{s.level.tau:.2f}, the level meeting violation budget {budget:g} (achieved {seen})")
+        return TidalRequest(request, f"{label}@{self.version}", s.level.tau, why), ""
+
+    def _learn(self, s: SeriesLevel, y: pd.Series) -> None:
+        """The steps since the previous decision against its request; the level moves per interval."""
+        if s.last is not None:
+            t0, r0 = s.last
+            seen = y[(y.index >= t0) & (y.index < self.origin)].to_numpy(dtype=float)
+            s.pending.extend(bool(v > r0) for v in seen[np.isfinite(seen)])
+        if len(s.pending) >= int(self.model.span):
+            s.level.observe(np.asarray(s.pending, dtype=float), 0.5)  # over (1.0) or not (0.0)
+            s.pending.clear()
+
+    def _day_plan(self, sid: str, y: pd.Series, budget: float) -> tuple[TidalRequest | None, str]:
+        day, hour = self.origin.floor("D"), self.origin.floor("h")
+        planner = DayPlanner(y[y.index < self.origin], self.settings, self.settings.max_changes_per_day)
+        choice = self.state.plans.get(sid)
+        if choice is None or choice.day != day:
+            values, why = planner.decide(day, budget)
+            stock = why.startswith("the stock rule") or why.startswith("no day plan")
+            choice = self.state.plans[sid] = DayChoice(day, None if stock else values, why)
+        value = planner.stock(hour) if choice.values is None else float(choice.values[hour.hour])
+        if not np.isfinite(value):
+            return None, f"restart regime: no day plan nor stock target for {day.date()} ({choice.why})"
+        what = "the stock rule's target" if choice.values is None else "the day plan's request"
+        why = f"restart regime: {what} for {hour:%H}:00 UTC: {choice.why}"
+        return TidalRequest(max(value, 0.0), "day_plan", None, why), ""

@@ -1,0 +1,127 @@
+"""Tidal VPA requests in serve (issue 24 items 2-4): with a registry `tidewise train` wrote (its "vpa"
+decision-time model is the hour-peak model), an in-place VPA's target is the hour's peak at the
+series' budget level, which moves with what the runs saw; a restart-regime VPA serves the day plan;
+an older registry (a "recent" VPA model) falls back to the day-ahead forecast and says why."""
+from __future__ import annotations
+
+import copy
+
+import pandas as pd
+import pytest
+
+from autoscaler.output.sinks import DryRunSink
+from autoscaler.routines.loop import OK, ServingLoop
+from predictor import registry
+from predictor.history import History, history_from_frame
+from predictor.models.decision_time import DecisionTimeGBM
+from predictor.sources.synthetic import generate_cluster
+from studies.demo import MemorySource, cluster_objects
+from tests.autoscaler.conftest import StaticCluster, fast_settings
+from tests.conftest import run_main
+
+STEP = pd.Timedelta("5min")
+END = pd.Timestamp("2026-11-02T00:00:00Z")
+HOUR = pd.Timedelta("1h")
+
+
+@pytest.fixture(scope="module")
+def tidal(tmp_path_factory):
+    """3 tidal workloads over 9 days; a registry trained by `tidewise train` on all but the last 2 h."""
+    c = generate_cluster(seed=3, workloads=3, namespaces=1, nodes=1, days=9, end=END, gaps=False)
+    hist = history_from_frame(c.history(), STEP, "test")
+    d = tmp_path_factory.mktemp("tidal")
+    hist.window(None, END - 2 * HOUR).to_long().to_csv(d / "history.csv", index=False)
+    reg = d / "models"
+    proc = run_main("train", "--source", "file", "--input", str(d / "history.csv"), "--registry", str(reg),
+                    "--folds", "1", "--no-global")
+    assert proc.returncode == 0, proc.stderr
+    assert registry.load_version(str(reg)).decision_models["vpa"].features == "hour_peak"
+    return c, hist, reg
+
+
+def regimed(objects: list[dict], mode: str) -> list[dict]:
+    """`objects` with every VPA in updateMode `mode` and every container resizing in place."""
+    out = copy.deepcopy(objects)
+    for o in out:
+        if o["kind"] == "VerticalPodAutoscaler":
+            o["spec"]["updatePolicy"] = {"updateMode": mode}
+        elif o["kind"] in ("Deployment", "StatefulSet"):
+            for ctr in o["spec"]["template"]["spec"]["containers"]:
+                ctr["resizePolicy"] = [{"resourceName": r, "restartPolicy": "NotRequired"} for r in ("cpu", "memory")]
+    return out
+
+
+def loop_on(objects, hist: History, reg) -> tuple[ServingLoop, MemorySource]:
+    s = fast_settings()
+    s.loop.forecast_refresh = None
+    source = MemorySource(hist)
+    return ServingLoop(s, source, StaticCluster(objects), DryRunSink(), registry_dir=str(reg)), source
+
+
+def recs(rep):
+    assert rep.outcome == OK, rep.reason
+    out = {(d.key, c.container, res): r for d in rep.vpa for c in d.containers for res, r in c.resources.items()}
+    assert out
+    return out
+
+
+def test_in_place_vpas_read_the_hour_peak_model_at_a_level_that_learns(tidal):
+    """Two runs an hour apart on one loop: each reason names hour_peak and its level; the series whose
+    hour between the runs ran over its request has its level raised, the others lowered a little."""
+    c, hist, reg = tidal
+    objects = regimed(cluster_objects(c), "InPlaceOrRecreate")
+    loop, source = loop_on(objects, hist.window(None, END - HOUR - STEP), reg)
+    first = recs(loop.run_once())
+    for r in first.values():
+        assert r.reason.model.startswith("hour_peak_hgb@"), r.reason.model
+        assert r.reason.quantile == pytest.approx(0.8) and r.reason.margin == 0.0
+        assert r.reason.steps[0].startswith("hour_peak_hgb@") and "q0.80" in r.reason.steps[0]
+        assert "violation budget 0.05" in r.reason.steps[0] and "regime in-place" in " ".join(r.reason.steps)
+    # the next hour: one workload's memory runs at three times its usage, far over any request made for it
+    sid = "shop/Deployment/checkout/app/memory"
+    key = ("VerticalPodAutoscaler/shop/checkout", "app", "memory")
+    assert key in first and sid in loop.decision_time.tidal.levels, (list(first), loop.last_report.skipped)
+    series = dict(hist.series)
+    y = series[sid].copy()
+    hot = (y.index >= END - HOUR) & (y.index < END)
+    y[hot] *= 3.0
+    series[sid] = y
+    source.history = History(series, STEP).window(None, END - STEP)
+    second = recs(loop.run_once())
+    assert second[key].reason.quantile > 0.85  # 0.8 + 0.1 x (1 - 0.05)
+    assert "achieved 1.000 so far" in second[key].reason.steps[0]
+    calm = [r.reason.quantile for k, r in second.items() if k != key]
+    assert calm and all(q < 0.8 for q in calm), calm
+
+
+def test_restart_regime_vpas_serve_the_day_plan(tidal):
+    c, hist, reg = tidal
+    loop, _ = loop_on(regimed(cluster_objects(c), "Recreate"), hist, reg)  # decided at midnight
+    for r in recs(loop.run_once()).values():
+        assert r.reason.model == "day_plan" and r.reason.margin == 0.0
+        first = r.reason.steps[0]
+        assert first.startswith("restart regime: the day plan's request for 00:00 UTC: day plan in") or \
+            first.startswith("restart regime: the stock rule's target for 00:00 UTC: the stock rule"), first
+        assert "cost on the last" in first and "plan " in first and "stock " in first
+        assert any("regime restart" in s for s in r.reason.steps)
+    assert loop.decision_time.tidal.plans and not loop.decision_time.tidal.levels
+
+
+def test_an_older_registry_falls_back_to_the_day_ahead_forecast_and_says_why(tidal, tmp_path):
+    """A registry whose VPA model has the older "recent" features: the day-ahead forecast serves, the
+    reason saying why, in both regimes; the HPA model still serves."""
+    c, hist, reg = tidal
+    version = registry.load_version(str(reg))
+    old = DecisionTimeGBM((0.5, 0.9, 0.95, 0.99), 12, max_iter=10, max_rows=3000).fit_many(hist.series, STEP)
+    series = {k: {"model": "seasonal_naive_daily", "shifts": [0.0] * 4} for k in hist.series}
+    end = END - 2 * HOUR
+    registry.write_version(str(tmp_path), quantiles=(0.5, 0.9, 0.95, 0.99), series=series, step_seconds=300,
+                           data_window=((end - pd.Timedelta("8D")).isoformat(), end.isoformat()),
+                           decision_models={"vpa": old, "hpa": version.decision_models["hpa"]})
+    for mode in ("InPlaceOrRecreate", "Recreate"):
+        loop, _ = loop_on(regimed(cluster_objects(c), mode), hist, tmp_path)
+        rep = loop.run_once()
+        for r in recs(rep).values():
+            assert "[day-ahead; decision-time vpa: model features 'recent', not 'hour_peak'" in r.reason.model
+            assert not any(s.startswith(("hour_peak", "restart regime: the")) for s in r.reason.steps)
+        assert rep.hpa and all(d.reason.model.startswith("decision_time_hgb") for d in rep.hpa)
