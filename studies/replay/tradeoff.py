@@ -58,6 +58,32 @@ def _vpa_point(usage: pd.Series, request: pd.Series) -> tuple[float, float]:
     return float(np.mean(u[ok] > r[ok])), float(np.mean(np.clip((r[ok] - u[ok]) / r[ok], 0, None)))
 
 
+def seasonal_rule(y: pd.Series, usage: pd.Series, days: int = 7, margin: float = 1.05) -> pd.Series:
+    """The model-free reference a forecasting VPA must beat (issue 24): each hour's request is the
+    median of that hour's peak on the last `days` days x margin, raised to the last hour's peak x
+    margin when that was higher; from the past only."""
+    peaks = y.resample("1h").max()
+    hours = usage.index.floor("1h").unique()
+    same = np.column_stack([peaks.reindex(hours - pd.Timedelta(days=d)).to_numpy() for d in range(1, days + 1)])
+    last = peaks.reindex(hours - pd.Timedelta("1h")).to_numpy()
+    with np.errstate(all="ignore"):
+        base = np.where(np.isfinite(same).any(axis=1), np.nanmedian(np.where(np.isfinite(same), same, np.nan), axis=1)
+                        if np.isfinite(same).any() else np.nan, np.nan)
+    req = np.fmax(base, last) * margin
+    return pd.Series(req, hours).reindex(usage.index, method="ffill")
+
+
+def day_blocks_foresight(usage: pd.Series, n: int = 3) -> pd.Series:
+    """Hindsight bound of the restart regime: each UTC day's true hourly peaks in at most n blocks."""
+    from autoscaler.logic.day_plan import blocks
+
+    peaks = usage.resample("1h").max()
+    out = pd.Series(np.nan, index=peaks.index)
+    for _, day in peaks.groupby(peaks.index.floor("D")):
+        out[day.index] = blocks(day.to_numpy(), n)
+    return out.reindex(usage.index, method="ffill")
+
+
 def vpa_series_curves(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, usage: pd.Series,
                       tidewise: pd.Series) -> Curves:
     """One series' VPA curves and points, (violation, slack) each."""
@@ -67,6 +93,8 @@ def vpa_series_curves(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, usag
         c.lines[f"stock VPA p{p * 100:g} (margins 1.0-1.4)"] = [_vpa_point(usage, stock[p] * m) for m in VPA_MARGINS]
     c.points["stock VPA (p90 x1.15)"] = _vpa_point(usage, stock[0.9] * 1.15)
     c.points["perfect foresight (each hour's max)"] = _vpa_point(usage, usage.groupby(usage.index.floor("1h")).transform("max"))
+    c.points["foresight, 3 changes a day"] = _vpa_point(usage, day_blocks_foresight(usage, 3))
+    c.points["seasonal rule (no model)"] = _vpa_point(usage, seasonal_rule(y, usage))
     c.points["tidewise"] = _vpa_point(usage, tidewise)
     return c
 

@@ -136,3 +136,23 @@ def test_bad_tidal_flags_exit_2_naming_the_flag(tmp_path, flags, named):
     r = run_main("replay", "vpa", "--input", str(inp), "--output", str(tmp_path / "o.csv"), *flags)
     assert r.returncode == 2 and named in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "o.csv").exists()
+
+
+def test_report_curves_carry_the_seasonal_rule_and_the_restart_bound():
+    from studies.replay.tradeoff import day_blocks_foresight, seasonal_rule, vpa_series_curves
+
+    idx = pd.date_range("2024-05-01", periods=10 * 288, freq="5min", tz="UTC")
+    rng = np.random.default_rng(1)
+    y = pd.Series(5 + 3 * np.sin(2 * np.pi * np.arange(len(idx)) / 288) + rng.gamma(2, 0.2, len(idx)), index=idx)
+    start = idx[0] + pd.Timedelta("8D")
+    use = y[start:]
+    rule = seasonal_rule(y, use)
+    later = y.copy()
+    later[later.index >= start + pd.Timedelta("1D")] *= 5  # the future changes no earlier request
+    early = use.index < start + pd.Timedelta("1D")
+    assert rule[early].equals(seasonal_rule(later, later[start:])[early])
+    bound = day_blocks_foresight(use, 3)
+    assert (bound >= use - 1e-12).all() and bound.groupby(bound.index.floor("D")).nunique().max() <= 3
+    c = vpa_series_curves(y, start, idx[-1] + pd.Timedelta("5min"), use, rule)
+    assert {"seasonal rule (no model)", "foresight, 3 changes a day"} <= set(c.points)
+    assert c.points["seasonal rule (no model)"] == c.points["tidewise"]  # the same requests, the same point
