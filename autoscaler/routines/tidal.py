@@ -38,6 +38,9 @@ class SeriesLevel:
     level: BudgetLevel
     last: tuple[pd.Timestamp, float] | None = None  # the previous decision's origin and request
     pending: list[bool] = field(default_factory=list)  # steps seen since the level last moved: over?
+    # the raw quantiles at the latest origin: a loop running every minute on a 5-minute step asks
+    # for the same origin five times (the features over 9 days are most of a run's cost per series)
+    raw: tuple[pd.Timestamp, np.ndarray | None] | None = None
 
 
 @dataclass
@@ -47,6 +50,7 @@ class DayChoice:
     day: pd.Timestamp
     values: np.ndarray | None  # the plan's hourly requests (None: the stock rule serves, hour by hour)
     why: str
+    stock: dict[pd.Timestamp, float] = field(default_factory=dict)  # hour -> the stock target, once an hour
 
 
 @dataclass
@@ -96,13 +100,16 @@ class TidalRun:
         s.level.budget = float(budget)
         self._learn(s, y)
         last = y.last_valid_index()
-        raw = raw_from_history(m, y, [origin]).get(origin) \
-            if last is not None and last >= origin - m.step_ else None
+        if s.raw is None or s.raw[0] != origin:
+            made = raw_from_history(m, y, [origin]).get(origin) if last is not None and last >= origin - m.step_ \
+                else None
+            s.raw = (origin, None if made is None else made[0])
+        raw = s.raw[1]
         if raw is None:
             s.last = None
             return None, (f"{label}: no forecast at {origin} (newest sample {last}): "
                           f"the day-ahead forecast's window max serves")
-        request = max(s.level.request(raw[0], m.quantiles), 0.0)
+        request = max(s.level.request(raw, m.quantiles), 0.0)
         s.last = (origin, request)
         rate = s.level.achieved
         seen = f"{rate:.3f} so far" if np.isfinite(rate) else "none seen yet"
@@ -122,13 +129,17 @@ class TidalRun:
 
     def _day_plan(self, sid: str, y: pd.Series, budget: float) -> tuple[TidalRequest | None, str]:
         day, hour = self.origin.floor("D"), self.origin.floor("h")
-        planner = DayPlanner(y[y.index < self.origin], self.settings, self.settings.max_changes_per_day)
+        def planner() -> DayPlanner:
+            return DayPlanner(y[y.index < self.origin], self.settings, self.settings.max_changes_per_day)
+
         choice = self.state.plans.get(sid)
         if choice is None or choice.day != day:
-            values, why = planner.decide(day, budget)
+            values, why = planner().decide(day, budget)
             stock = why.startswith("the stock rule") or why.startswith("no day plan")
             choice = self.state.plans[sid] = DayChoice(day, None if stock else values, why)
-        value = planner.stock(hour) if choice.values is None else float(choice.values[hour.hour])
+        if choice.values is None and hour not in choice.stock:
+            choice.stock = {hour: planner().stock(hour)}
+        value = choice.stock[hour] if choice.values is None else float(choice.values[hour.hour])
         if not np.isfinite(value):
             return None, f"restart regime: no day plan nor stock target for {day.date()} ({choice.why})"
         what = "the stock rule's target" if choice.values is None else "the day plan's request"

@@ -94,17 +94,24 @@ def test_in_place_vpas_read_the_hour_peak_model_at_a_level_that_learns(tidal):
     assert calm and all(q < 0.8 for q in calm), calm
 
 
-def test_restart_regime_vpas_serve_the_day_plan(tidal):
+def test_restart_regime_vpas_serve_the_day_plan_decided_once_a_day(tidal):
+    """Updated by restart: the day plan's (or the stock rule's) request for the hour, with both costs;
+    the day's choice is made once per series and kept by the loop for the next run of that day."""
     c, hist, reg = tidal
-    loop, _ = loop_on(regimed(cluster_objects(c), "Recreate"), hist, reg)  # decided at midnight
+    loop, source = loop_on(regimed(cluster_objects(c), "Recreate"), hist.window(None, END - HOUR - STEP), reg)
     for r in recs(loop.run_once()).values():
         assert r.reason.model == "day_plan" and r.reason.margin == 0.0
         first = r.reason.steps[0]
-        assert first.startswith("restart regime: the day plan's request for 00:00 UTC: day plan in") or \
-            first.startswith("restart regime: the stock rule's target for 00:00 UTC: the stock rule"), first
+        assert first.startswith(("restart regime: the day plan's request for 22:00 UTC: day plan in",
+                                 "restart regime: the stock rule's target for 22:00 UTC: the stock rule")), first
         assert "cost on the last" in first and "plan " in first and "stock " in first
         assert any("regime restart" in s for s in r.reason.steps)
-    assert loop.decision_time.tidal.plans and not loop.decision_time.tidal.levels
+    plans = dict(loop.decision_time.tidal.plans)
+    assert len(plans) == len(hist.series) // 2 and not loop.decision_time.tidal.levels  # memory only, restart
+    source.history = hist.window(None, END - STEP)
+    second = recs(loop.run_once())
+    assert all(loop.decision_time.tidal.plans[sid] is choice for sid, choice in plans.items())
+    assert all("for 23:00 UTC" in r.reason.steps[0] for r in second.values())
 
 
 def test_an_older_registry_falls_back_to_the_day_ahead_forecast_and_says_why(tidal, tmp_path):
