@@ -40,3 +40,10 @@ def test_only_logic_regime_decides_the_regime():
     users = {path for path, tree in _modules() if "resizes_in_place" in _names(tree)}
     assert users <= {"autoscaler/model/views.py", "autoscaler/logic/regime.py"}, users
     assert "autoscaler/logic/regime.py" in users
+
+
+def test_only_routines_tidal_walks_a_budget_level_or_plans_a_day():
+    """Serve's tidal requests (the hour-peak model at a budget level, the day plan) are made in one
+    module, the one whose state the loop keeps between runs: a second maker would keep a second level."""
+    users = {path for path, tree in _modules() if _names(tree) & {"BudgetLevel", "DayPlanner"}}
+    assert users == {"autoscaler/routines/tidal.py"}, users
