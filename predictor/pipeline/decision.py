@@ -94,32 +94,39 @@ def raw_from_history(model: DecisionTimeGBM, y: pd.Series, origins: Sequence[pd.
 
 
 def raw_at_origin(model: DecisionTimeGBM, series: Mapping[str, pd.Series], origin: pd.Timestamp,
-                  chunk: int = 2000) -> dict[str, tuple[np.ndarray, float]]:
+                  chunk: int = 2000, fresh_only: bool = False) -> dict[str, tuple[np.ndarray, float]]:
     """An hour-peak model's raw quantiles (and the series' scale) at one origin for many series at
     once: each series' samples before the origin put on the model's grid, the features of all
     computed together (`hour_peak_features_last`) and the trees walked once per chunk — what a
     serving run over thousands of workloads can afford. Equal to `raw_from_history` per series;
-    series without a finite forecast are left out."""
+    series without a finite forecast are left out, and with `fresh_only` those without the sample
+    just before the origin (stale features)."""
     if model.features != "hour_peak":
         raise ValueError(f"raw_at_origin reads hour-peak models, not features {model.features!r}")
     step, span = model.step_, int(model.span)
     n = lookback(step, span)
-    first = origin - n * step
+    step_ns = int(step.value)
+    first_ns, origin_ns = int((origin - n * step).value), int(origin.value)
     qs = np.asarray(model.quantiles, dtype=float)
     out: dict[str, tuple[np.ndarray, float]] = {}
     keys = list(series)
     for at in range(0, len(keys), chunk):
         part = keys[at: at + chunk]
         windows = np.full((len(part), n), np.nan)
-        for row, key in enumerate(part):
+        for row, key in enumerate(part):  # by int64 nanoseconds: pandas masks cost a millisecond a series
             y = series[key]
-            y = y[(y.index >= first) & (y.index < origin)]
-            pos = ((y.index - first) // step).to_numpy()
-            on_grid = (y.index == first + pos * step)
-            windows[row, pos[on_grid]] = y.to_numpy(dtype=float)[on_grid]
-        x, level, scale = hour_peak_features_last(windows, pd.DatetimeIndex([origin] * len(part)), step, span)
+            ix = np.asarray(pd.DatetimeIndex(y.index).as_unit("ns").asi8)
+            lo, hi = np.searchsorted(ix, first_ns), np.searchsorted(ix, origin_ns)
+            off = ix[lo:hi] - first_ns
+            on_grid = off % step_ns == 0
+            windows[row, off[on_grid] // step_ns] = y.to_numpy(dtype=float)[lo:hi][on_grid]
+        keep = np.isfinite(windows[:, -1]) if fresh_only else np.ones(len(part), dtype=bool)
+        if not keep.any():
+            continue
+        names = [k for k, ok in zip(part, keep) if ok]
+        x, level, scale = hour_peak_features_last(windows[keep], pd.DatetimeIndex([origin] * len(names)), step, span)
         q = non_crossing(model.predict_scaled(x), qs) * scale[:, None] + level[:, None]
-        for row, key in enumerate(part):
+        for row, key in enumerate(names):
             if np.all(np.isfinite(q[row])):
                 out[key] = (q[row], float(scale[row]))
     return out
