@@ -27,7 +27,7 @@ import pandas as pd
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVAL = os.environ.get("SHARED_EVAL", os.path.join(ROOT, "..", "shared", "eval"))
 FIGURE = "benchmarks/tidal-tradeoff.svg"
-BUDGETS = (0.01, 0.02, 0.03, 0.05, 0.07, 0.1)
+BUDGETS = (0.01, 0.03, 0.05, 0.1)
 HOUR = pd.Timedelta("1h")
 Scores = dict[str, tuple[float, float, float]]  # series -> (slack, violation, changes a day)
 
