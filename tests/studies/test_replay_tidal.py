@@ -15,10 +15,13 @@ from tests.tidewise.test_replay_cli import tidal_frame
 MODEL = ["--model", "seasonal_naive_daily"]  # the day-ahead part: cheap and deterministic
 
 
-def replay(tmp_path, frame, *extra, name="in.csv"):
+DAY_AHEAD = ("--decision-model", "day-ahead")  # where the hour-peak model is not the point: no fleet fits
+
+
+def replay(tmp_path, frame, *extra, name="in.csv", pre=()):
     inp, out = tmp_path / name, tmp_path / f"out-{name}"
     frame.to_csv(inp, index=False)
-    r = run_main("replay", "vpa", "--input", str(inp), "--output", str(out), *MODEL, *extra)
+    r = run_main("replay", *pre, "vpa", "--input", str(inp), "--output", str(out), *MODEL, *extra)
     assert r.returncode == 0, r.stderr
     return pd.read_csv(out, parse_dates=["timestamp"]), r
 
@@ -38,7 +41,7 @@ def test_restart_regime_never_changes_more_than_allowed(tmp_path):
         out, _ = replay(tmp_path, frame, "--resize", "restart", "--max-changes-per-day", str(n), name=f"r{n}.csv")
         assert changes_per_day(out).max() <= n
         assert out["target"].notna().all() and (out["target"] > 0).all()
-    inplace, _ = replay(tmp_path, frame, name="ip.csv")
+    inplace, _ = replay(tmp_path, frame, name="ip.csv", pre=DAY_AHEAD)
     assert changes_per_day(inplace).max() > 3  # hourly: the cap is the restart regime's
 
 
@@ -94,7 +97,7 @@ def test_budget_level_moves_with_violations_and_stays_in_its_bounds():
 
 
 def test_in_place_default_tracks_the_budget(tmp_path):
-    frame = tidal_frame(days=14, series=("web/cpu",), start="2024-05-08T00:00:00Z", seed=4)
+    frame = tidal_frame(days=10, series=("web/cpu",), start="2024-05-08T00:00:00Z", seed=4)
     tight, _ = replay(tmp_path, frame, "--violation-budget", "0.01", name="tight.csv")
     loose, r = replay(tmp_path, frame, "--violation-budget", "0.2", name="loose.csv")
     assert loose["target"].mean() < tight["target"].mean()  # a looser budget asks for less
@@ -110,17 +113,17 @@ def test_in_place_default_tracks_the_budget(tmp_path):
 
 def test_hpa_target_keeps_the_scale_point_within_bounds(tmp_path):
     frame = tidal_frame(days=10, start="2024-05-06T00:00:00Z")
-    out, _ = replay(tmp_path, frame, "--hpa-target-utilization", "0.7", name="hpa.csv")
+    out, _ = replay(tmp_path, frame, "--hpa-target-utilization", "0.7", name="hpa.csv", pre=DAY_AHEAD)
     assert "hpa_target" in out.columns
     for _, g in out.groupby("series"):
         point = 0.7 * g["target"].iloc[0]
         assert np.allclose(g["hpa_target"] * g["target"], point)
         assert g["hpa_target"].between(0.5, 0.9).all()
     narrow, _ = replay(tmp_path, frame, "--hpa-target-utilization", "0.7", "--hpa-target-bounds", "0.65,0.75",
-                       name="narrow.csv")
+                       name="narrow.csv", pre=DAY_AHEAD)
     assert narrow["hpa_target"].between(0.65, 0.75 + 1e-12).all()
     assert narrow["target"].std() < out["target"].std()  # the request held where the HPA could not follow
-    plain, _ = replay(tmp_path, frame, name="plain.csv")
+    plain, _ = replay(tmp_path, frame, name="plain.csv", pre=DAY_AHEAD)
     assert list(plain.columns) == ["series", "timestamp", "target", "lower_bound", "upper_bound"]
 
 
