@@ -85,5 +85,7 @@ def test_enforce_plans_the_demo_pods_from_the_plan_serve_wrote(demo, tmp_path, c
                if at == node}
     alloc = json.loads((tmp_path / "plan.json").read_text())["allocation"]
     assert {p["pod"] for p in alloc["pods"]} == on_node and len(on_node) >= 2  # every pod of the node, planned
-    assert annotation["node"] == node and annotation["reclaimed_millicpu"] > 0
+    # how much the plan lends depends on the hour of day the history ends (now: the plan must be valid for
+    # enforce's clock), so at the tide's peak it may be nothing: the plan is checked, not its amount
+    assert annotation["node"] == node and annotation["reclaimed_millicpu"] >= 0
     assert f"node {node}: 2 socket(s)" in r.stdout and "would write" in r.stdout  # dry-run
