@@ -222,14 +222,22 @@ def section(refs: dict[str, dict[str, Any]], inplace: dict[float, Scores], resta
     return "\n".join(lines) + "\n"
 
 
-def run(quick: bool) -> str:
+def measure(quick: bool) -> tuple[str, dict[str, Any]]:
+    """(the section, the per-budget means), the figure drawn beside this module."""
     t0 = time.perf_counter()
     data, windows = suite(quick)
     refs = references(data, windows)
-    budgets = (0.02, 0.05, 0.1) if quick else BUDGETS
-    inplace, restart = sweep(data, windows, budgets, lambda m: print(m, file=sys.stderr, flush=True))
+    inplace, restart = sweep(data, windows, (0.02, 0.05, 0.1) if quick else BUDGETS,
+                             lambda m: print(m, file=sys.stderr, flush=True))
     figure(refs, inplace, restart, os.path.join(ROOT, FIGURE))
-    return section(refs, inplace, restart, time.perf_counter() - t0, quick)
+    keys = list(refs)
+    means = {"in_place": {str(b): judged(mean_point(v, keys), refs, keys, 24) for b, v in inplace.items()},
+             "restart": {str(b): judged(mean_point(v, keys), refs, keys, 3) for b, v in restart.items()}}
+    return section(refs, inplace, restart, time.perf_counter() - t0, quick), means
+
+
+def run(quick: bool) -> str:
+    return measure(quick)[0]
 
 
 def main(argv: list[str]) -> int:
@@ -237,19 +245,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", help="also write the per-budget means here")
     a = ap.parse_args(argv)
-    t0 = time.perf_counter()
-    data, windows = suite(a.quick)
-    refs = references(data, windows)
-    inplace, restart = sweep(data, windows, (0.02, 0.05, 0.1) if a.quick else BUDGETS,
-                             lambda m: print(m, file=sys.stderr, flush=True))
-    figure(refs, inplace, restart, os.path.join(ROOT, FIGURE))
-    print(section(refs, inplace, restart, time.perf_counter() - t0, a.quick))
+    text, means = measure(a.quick)
+    print(text)
     if a.json:
-        keys = list(refs)
         with open(a.json, "w") as fh:
-            json.dump({"in_place": {str(b): judged(mean_point(v, keys), refs, keys, 24) for b, v in inplace.items()},
-                       "restart": {str(b): judged(mean_point(v, keys), refs, keys, 3) for b, v in restart.items()}},
-                      fh, indent=1)
+            json.dump(means, fh, indent=1)
     return 0
 
 

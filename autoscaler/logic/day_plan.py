@@ -14,6 +14,8 @@ target, whichever cost less on that week; the reason shows both costs. Replay
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -25,7 +27,6 @@ STEP = pd.Timedelta("5min")
 PROFILE_DAYS = 7  # the plan's hourly peaks: the median of the same hour on this many past days
 LOOK = 7  # days of the series' own past the plan is calibrated and chosen on
 PLAN_SHARE = 0.6  # the plan is calibrated to this share of the budget on its last week
-RESERVE = 0  # changes a day kept for a raise on evidence (the plan has N - RESERVE blocks): 1 measured worse
 FACTORS = tuple(float(f) for f in np.round(np.arange(0.8, 2.001, 0.05), 3))  # plan multipliers tried
 
 
@@ -89,12 +90,22 @@ def cost(usage: np.ndarray, request: np.ndarray, changes_per_day: float, violati
     return slack(usage, request) + violation_weight * violation(usage, request) + change_weight * changes_per_day
 
 
+@dataclass(frozen=True)
+class DayDecision:
+    """A UTC day's restart-regime choice: its hourly requests (None: no plan and no stock target),
+    whether the plan was chosen (else the stock rule, hour by hour), and why."""
+
+    values: np.ndarray | None
+    planned: bool
+    why: str
+
+
 class DayPlanner:
     """One series' restart-regime requests, day by day (plans and stock targets memoised)."""
 
     def __init__(self, y: pd.Series, settings: VpaSettings, n: int) -> None:
         self.y, self.settings = y, settings
-        self.n = max(1, n - RESERVE) if n > RESERVE else n  # the plan's blocks
+        self.n = max(1, n)  # the plan's blocks (keeping one change back for a raise measured worse)
         self.peaks = y.resample("1h").max()
         self._plans: dict[pd.Timestamp, np.ndarray | None] = {}
         self._stock: dict[pd.Timestamp, float] = {}
@@ -125,14 +136,13 @@ class DayPlanner:
         """The day's usage on the 5-minute grid (NaN where missing)."""
         return self.y.reindex(pd.date_range(day, day + DAY, freq=STEP, inclusive="left")).to_numpy(dtype=float)
 
-    def decide(self, day: pd.Timestamp, budget: float) -> tuple[np.ndarray | None, str]:
-        """The day's hourly requests (None: no plan and no stock target) and why."""
+    def decide(self, day: pd.Timestamp, budget: float) -> DayDecision:
+        """The day's choice between its plan and the stock rule."""
         past = [day - d * DAY for d in range(1, LOOK + 1)]
         past = [d for d in past if self.plan(d) is not None]
-        stock = self.stock_day(day)
         plan = self.plan(day)
         if plan is None or not past:
-            return stock, "no day plan yet (under 2 days of peaks): the stock rule"
+            return DayDecision(self.stock_day(day), False, "no day plan yet (under 2 days of peaks): the stock rule")
         u = np.concatenate([self.usage(d) for d in past])
         planned = np.concatenate([np.repeat(self.plan(d), 12) for d in past])  # type: ignore[arg-type]
         factor = multiplier(u, planned, PLAN_SHARE * budget)
@@ -142,5 +152,5 @@ class DayPlanner:
         stock_cost = cost(u, stocked, 1.0, s.violation_weight, s.change_weight)
         costs = f"cost on the last {len(past)} d: plan {plan_cost:.3f}, stock {stock_cost:.3f}"
         if plan_cost <= stock_cost or not np.isfinite(stock_cost):
-            return plan * factor, f"day plan in {len(set(plan))} block(s) x{factor:g} ({costs})"
-        return stock, f"the stock rule ({costs})"
+            return DayDecision(plan * factor, True, f"day plan in {len(set(plan))} block(s) x{factor:g} ({costs})")
+        return DayDecision(self.stock_day(day), False, f"the stock rule ({costs})")

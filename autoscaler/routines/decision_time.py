@@ -83,11 +83,7 @@ class DecisionView(Mapping[str, Forecast]):
             return _relabelled(day_ahead, f"{day_ahead.model} [day-ahead; decision-time {r.kind}: {why}]")
         m = r.model
         label = f"decision_time_{m.backend} [{r.kind}: peak of the next {_minutes(int(m.span) * r.step)}, calibrated]"
-        try:
-            return overlay(sid, q, m.quantiles, r.origin, r.step, len(day_ahead.index), int(m.span), label,
-                           day_ahead if r.kind == "vpa" else None, r.version)
-        except ValueError as exc:  # a quantile the decisions ask for that the model does not have
-            return _relabelled(day_ahead, f"{day_ahead.model} [day-ahead; decision-time {r.kind}: {exc}]")
+        return overlay(sid, q, m.quantiles, r.origin, r.step, len(day_ahead.index), label, r.version)
 
     def _stale_features(self, sid: str) -> str:
         """Why the series' latest samples cannot feed the model ("" when they can): the features

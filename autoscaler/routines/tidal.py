@@ -114,10 +114,7 @@ class TidalRun:
                           f"the day-ahead forecast's window max serves")
         request = max(s.level.request(raw, m.quantiles), 0.0)
         s.last = (origin, request)
-        rate = s.level.achieved
-        seen = f"{rate:.3f} so far" if np.isfinite(rate) else "none seen yet"
-        why = (f"{label}@{self.version}: the next {int(self.every / pd.Timedelta('1min'))} min's peak at "
-               f"q{s.level.tau:.2f}, the level meeting violation budget {budget:g} (achieved {seen})")
+        why = s.level.describe(f"{label}@{self.version}", self.every)
         return TidalRequest(request, f"{label}@{self.version}", s.level.tau, why), ""
 
     def _batched(self) -> dict[str, tuple[np.ndarray, float]]:
@@ -135,19 +132,22 @@ class TidalRun:
             seen = y.to_numpy(dtype=float)[lo:hi]
             s.pending.extend(bool(v > r0) for v in seen[np.isfinite(seen)])
         if len(s.pending) >= int(self.model.span):
-            s.level.observe(np.asarray(s.pending, dtype=float), 0.5)  # over (1.0) or not (0.0)
+            s.level.observe_over(np.asarray(s.pending, dtype=bool))
             s.pending.clear()
 
     def _day_plan(self, sid: str, y: pd.Series, budget: float) -> tuple[TidalRequest | None, str]:
         day, hour = self.origin.floor("D"), self.origin.floor("h")
-        def planner() -> DayPlanner:
-            return DayPlanner(y[y.index < self.origin], self.settings, self.settings.max_changes_per_day)
+        made: list[DayPlanner] = []
+
+        def planner() -> DayPlanner:  # built only when deciding, once a run
+            if not made:
+                made.append(DayPlanner(y[y.index < self.origin], self.settings, self.settings.max_changes_per_day))
+            return made[0]
 
         choice = self.state.plans.get(sid)
         if choice is None or choice.day != day:
-            values, why = planner().decide(day, budget)
-            stock = why.startswith("the stock rule") or why.startswith("no day plan")
-            choice = self.state.plans[sid] = DayChoice(day, None if stock else values, why)
+            d = planner().decide(day, budget)
+            choice = self.state.plans[sid] = DayChoice(day, d.values if d.planned else None, d.why)
         if choice.values is None and hour not in choice.stock:
             choice.stock = {hour: planner().stock(hour)}
         value = choice.stock[hour] if choice.values is None else float(choice.values[hour.hour])

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+import pandas as pd
 
 from predictor.models.base import non_crossing
 
@@ -119,13 +120,25 @@ class BudgetLevel:
     def observe(self, usage: np.ndarray, request: float) -> None:
         """Learn from one interval: its observed steps against the request that was in force."""
         u = np.asarray(usage, dtype=float)
-        u = u[np.isfinite(u)]
-        if not len(u) or not np.isfinite(request):
+        if np.isfinite(request):
+            self.observe_over(u[np.isfinite(u)] > request)
+
+    def observe_over(self, over: np.ndarray) -> None:
+        """Learn from one interval given, per observed step, whether usage was over its request."""
+        o = np.asarray(over, dtype=bool)
+        if not len(o):
             return
-        share = float(np.mean(u > request))
-        self.over += share * len(u)
-        self.steps += len(u)
+        share = float(np.mean(o))
+        self.over += float(np.sum(o))
+        self.steps += len(o)
         self.tau = float(np.clip(self.tau + self.gain * (share - self.budget), self.low, self.high))
+
+    def describe(self, label: str, interval: pd.Timedelta) -> str:
+        """The reason step of a request at the current level (replay's and serve's)."""
+        rate = self.achieved
+        seen = f"{rate:.3f} so far" if np.isfinite(rate) else "none seen yet"
+        return (f"{label}: the next {int(interval / pd.Timedelta('1min'))} min's peak at q{self.tau:.2f}, "
+                f"the level meeting violation budget {self.budget:g} (achieved {seen})")
 
     @property
     def achieved(self) -> float:

@@ -8,9 +8,9 @@ cold (offsets 0) at the first origin it is asked for, in serve as in replay. `ca
 the same calibration over every origin of a series at once (training's held-out check, and the
 reference the walk is tested against).
 
-`overlay` turns those quantiles into a `Forecast` the VPA and HPA code reads unchanged: the first
-`span` steps carry the decision-time quantiles (the peak of that span), the steps after them the
-day-ahead forecast (VPA bounds cover a day's tide, not one hour) or, without one, the same values.
+`overlay` turns those quantiles into a `Forecast` the HPA code reads unchanged. The VPA reads the
+hour-peak model through `raw_at_origin` (every series at one origin) and a per-series budget level
+(`predictor.pipeline.calibration.BudgetLevel`), not through this walk.
 """
 from __future__ import annotations
 
@@ -139,26 +139,12 @@ def actual_from_history(y: pd.Series, span: int, step: pd.Timedelta) -> ActualAt
     return lambda t: float(actual.get(t, np.nan))
 
 
-def at_quantiles(q: np.ndarray, have: Sequence[float], want: Sequence[float]) -> np.ndarray:
-    """Quantiles `q` (at levels `have`) read at levels `want`: linear between neighbours, exact where
-    a level is shared; ValueError for a level outside [min(have), max(have)] (never extrapolated)."""
-    h = np.asarray(have, dtype=float)
-    w = np.asarray(want, dtype=float)
-    if np.any(w < h.min()) or np.any(w > h.max()):
-        raise ValueError(f"the decision-time model has quantiles {list(have)}; the decisions ask for {list(want)}")
-    return np.interp(w, h, np.asarray(q, dtype=float))
-
-
 def overlay(key: str, q: np.ndarray, model_quantiles: Sequence[float], origin: pd.Timestamp, step: pd.Timedelta,
-            steps: int, span: int, label: str, day_ahead: Forecast | None = None, version: str = "adhoc") -> Forecast:
-    """A `steps`-step Forecast from `origin`: the decision-time quantiles over the first `span`
-    steps, the day-ahead forecast's steps after them when given (then at its quantile levels),
-    else the same quantiles throughout (HPA reads only the span)."""
-    quantiles = tuple(day_ahead.quantiles) if day_ahead is not None else tuple(model_quantiles)
-    values = np.tile(at_quantiles(q, model_quantiles, quantiles), (steps, 1))
-    if day_ahead is not None and steps > span:
-        tail = np.asarray(day_ahead.values)[span:steps]
-        values[span: span + len(tail)] = tail
+            steps: int, label: str, version: str = "adhoc") -> Forecast:
+    """A `steps`-step Forecast from `origin` carrying the decision-time quantiles throughout (the HPA
+    reads the span; the VPA's requests come from the hour-peak path, `raw_at_origin`)."""
+    quantiles = tuple(model_quantiles)
+    values = np.tile(np.asarray(q, dtype=float), (steps, 1))
     idx = pd.date_range(origin, periods=steps, freq=step)
     return Forecast(key, idx, quantiles, values, label, version)
 

@@ -21,8 +21,8 @@ from autoscaler.settings import VpaSettings
 from contracts.quantity import usage_to_units
 
 DEAD_BAND = 0.1  # a restart for a change under 10% is not worth it: the request in force stays
-RAISE = 1.0  # a raise on evidence: to the last hour's peak x this, when it passed the request in force
-EVIDENCE = 1.2  # ... by this factor (a tide's usual overshoot of a plan is not evidence of a shift)
+EVIDENCE = 1.2  # a last hour's peak this far over the request raises it to that peak (a tide's usual
+# overshoot of a plan is not evidence of a level shift)
 
 
 def replay_restart(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, settings: VpaSettings, n: int,
@@ -39,11 +39,12 @@ def replay_restart(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, setting
     for t in pd.date_range(start, end, freq=every, inclusive="left"):
         if t.floor("D") != today:
             today, changes, raised = t.floor("D"), 0, 0.0
-            day_plan, why = planner.decide(today, settings.violation_budget)
+            chosen = planner.decide(today, settings.violation_budget)
+            day_plan, why = chosen.values, chosen.why
         raw = day_plan[t.hour] if day_plan is not None else np.nan
         last = planner.peaks.get(t - pd.Timedelta("1h"), np.nan)
         if in_force is not None and np.isfinite(last) and usage_to_units(resource, float(last)) > EVIDENCE * in_force:
-            raised = max(raised, float(last) * RAISE)
+            raised = max(raised, float(last))
         if raised > (raw if np.isfinite(raw) else 0.0):
             raw, why = raised, f"{why}; raised on evidence: the last hour's peak passed the request"
         if not np.isfinite(raw):

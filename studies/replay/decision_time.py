@@ -98,9 +98,6 @@ class DecisionTimeForecaster:
     trainer: DecisionTimeTrainer
     fallback: DailyChoiceForecaster
     rate: float = 0.05  # adaptive-conformal step, in series scales per unit of miss-rate error
-    # steps beyond the model's span from the day-ahead forecast (VPA: the upper bound covers the
-    # day's tide, not only the next hour); off for HPA, which reads only the span
-    tail_from_fallback: bool = False
     _raw: dict[pd.Timestamp, tuple[np.ndarray, float]] = field(default_factory=dict)
     _walk: DecisionWalk | None = None
     _days: set[pd.Timestamp] = field(default_factory=set)  # days whose raw predictions are made
@@ -140,11 +137,4 @@ class DecisionTimeForecaster:
         if q is None:
             return self.fallback.forecast(y, origin, horizon)
         n = int(math.ceil(horizon / STEP))
-        span = self.trainer.span
-        tail = self.fallback.forecast(y, origin, horizon) if self.tail_from_fallback and n > span else None
-        if tail is not None and (tail.quantiles != QUANTILES or len(tail.values) != n):
-            tail = None
-        label = f"decision_time_{self.trainer.backend}"
-        if tail is None:
-            return overlay(self.key, q, QUANTILES, origin, STEP, n, n, label)
-        return overlay(self.key, q, QUANTILES, origin, STEP, n, span, label, tail)
+        return overlay(self.key, q, QUANTILES, origin, STEP, n, f"decision_time_{self.trainer.backend}")

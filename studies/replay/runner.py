@@ -19,7 +19,8 @@ from contracts.quantity import AbsurdScale, check_usage_scale
 from studies.replay.decision_time import BACKEND, DecisionTimeForecaster, DecisionTimeTrainer, hpa_span
 from studies.replay.decisions import STEP, DailyChoiceForecaster, replay_hpa, replay_vpa_decisions, replay_vpa_default
 from studies.replay.day_plan import replay_restart
-from studies.replay.hour_peak import HourPeakRequests, hour_peak_trainer, keep_hpa_scale_point
+from studies.replay.hour_peak import HourPeakRequests, hour_peak_trainer
+from studies.replay.hpa_pair import keep_hpa_scale_point
 from studies.replay.inputs import ReplayInput
 from studies.replay.report import MAX_PLOTS, plot_lines, render
 from reports.pages import figure_png, pyplot

@@ -112,7 +112,7 @@ def test_serve_computes_the_replay_quantiles(kind):
     days = {d.floor("D") for d in y.index}
     trainer = DecisionTimeTrainer(series, span, models={d: model for d in days})
     fallback = DailyChoiceForecaster("s1", model="seasonal_naive_daily")
-    replay = DecisionTimeForecaster("s1", trainer, fallback, tail_from_fallback=kind == "vpa")
+    replay = DecisionTimeForecaster("s1", trainer, fallback)
     serve = DecisionTimeServing()
     reg = registry.RegistryVersion("/models/v1", "v1", {"data_window": {"end": y.index[-1].isoformat()}}, {},
                                    decision_models={kind: model})

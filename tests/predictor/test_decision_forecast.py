@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from predictor.pipeline.decision import (DecisionWalk, actual_from_history, at_quantiles, calibrated_series, hpa_span,
+from predictor.pipeline.decision import (DecisionWalk, actual_from_history, calibrated_series, hpa_span,
                                          overlay, raw_from_history)
 from predictor.types import Forecast
 from tests.predictor.test_decision_time import QS, STEP, fleet, small
@@ -41,19 +41,11 @@ def test_raw_forecast_reads_only_the_samples_before_the_origin(fitted):
     np.testing.assert_allclose(from_past, full[9 * 288 + 40], rtol=1e-9)  # the same rows as predict_series
 
 
-def test_overlay_carries_the_span_then_the_day_ahead_tail():
+def test_overlay_carries_the_decision_quantiles_throughout():
     idx = pd.date_range("2024-03-01", periods=10, freq=STEP, tz="UTC")
-    day_ahead = Forecast("s", idx, (0.5, 0.9), np.column_stack([np.arange(10.0), np.arange(10.0) + 1]), "stl")
     q = np.array([100.0, 110.0, 120.0, 130.0])
-    fc = overlay("s", q, QS, idx[0], STEP, 10, 3, "decision_time_hgb", day_ahead)
-    assert fc.quantiles == (0.5, 0.9)
-    np.testing.assert_array_equal(fc.values[:3], [[100.0, 110.0]] * 3)
-    np.testing.assert_array_equal(fc.values[3:], day_ahead.values[3:])
-    flat = overlay("s", q, QS, idx[0], STEP, 5, 5, "decision_time_hgb")
+    flat = overlay("s", q, QS, idx[0], STEP, 5, "decision_time_hgb")
     assert flat.quantiles == QS and (flat.values == q).all()
-    assert at_quantiles(q, QS, (0.925,))[0] == pytest.approx(115.0)  # linear between 0.9 and 0.95
-    with pytest.raises(ValueError, match="quantiles"):
-        at_quantiles(q, QS, (0.3,))  # never extrapolated below the lowest
 
 
 def test_hpa_span_covers_startup_and_one_look_ahead():

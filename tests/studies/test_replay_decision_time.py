@@ -97,16 +97,3 @@ def test_forecast_is_decision_shaped_and_falls_back_without_a_model():
 def test_hpa_span_covers_startup_and_the_look_ahead():
     assert hpa_span(pd.Timedelta("2min")) == 2  # now and now + 5m: timeline[0:2] in predictive_min_replicas
     assert hpa_span(pd.Timedelta("10min")) == 4
-
-
-def test_vpa_tail_past_the_span_is_the_day_ahead_forecast():
-    """The VPA's upper bound reads a day of forecast: past the next hour it is the day-ahead's."""
-    idx = pd.date_range("2024-05-01", periods=6 * 288, freq="5min", tz="UTC")
-    y = pd.Series(2 + np.sin(2 * np.pi * np.arange(len(idx)) / 288), index=idx)
-    fallback = DailyChoiceForecaster(key="y", model="seasonal_naive_daily")
-    fc = DecisionTimeForecaster("y", DecisionTimeTrainer({"y": y}, span=12), fallback, tail_from_fallback=True)
-    origin = pd.Timestamp("2024-05-05T10:00:00Z")
-    f = fc.forecast(y, origin, pd.Timedelta("1D"))
-    day_ahead = fallback.forecast(y, origin, pd.Timedelta("1D"))
-    assert (f.values[:12] == f.values[0]).all()
-    np.testing.assert_array_equal(f.values[12:], day_ahead.values[12:])

@@ -61,8 +61,14 @@ def test_a_flat_series_keeps_the_stock_rule_when_the_plan_costs_more():
     rng = np.random.default_rng(3)
     y = pd.Series(2 + rng.gamma(1.0, 0.6, len(idx)), index=idx)  # no tide: bursts at any hour
     planner = DayPlanner(y, VpaSettings(), 3)
-    request, why = planner.decide(pd.Timestamp("2024-05-11", tz="UTC"), 0.05)
-    assert request is not None and len(request) == 24 and "plan" in why and "stock" in why
+    day = pd.Timestamp("2024-05-11", tz="UTC")
+    decision = planner.decide(day, 0.05)
+    request, why = decision.values, decision.why
+    assert not decision.planned
+    assert why.startswith("the stock rule (cost on the last 7 d: plan"), why  # both costs shown, stock cheaper
+    plan, stock = (float(v) for v in why.split("plan ")[1].rstrip(")").split(", stock "))
+    assert stock < plan
+    assert request is not None and np.array_equal(request, planner.stock_day(day))
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])
@@ -132,6 +138,8 @@ def test_hpa_target_keeps_the_scale_point_within_bounds(tmp_path):
     (("--hpa-target-utilization", "0.95"), "--hpa-target-utilization"),
     (("--hpa-target-bounds", "0.9,0.5"), "--hpa-target-bounds"),
     (("--hpa-target-bounds", "half"), "--hpa-target-bounds"),
+    (("--violation-budget", "0"), "--violation-budget"),  # no budget: BudgetLevel would have no level to walk to
+    (("--violation-budget", "0.8"), "--violation-budget"),  # the same (0, 0.5] as serve's vpa.violation_budget
 ])
 def test_bad_tidal_flags_exit_2_naming_the_flag(tmp_path, flags, named):
     inp = tmp_path / "in.csv"

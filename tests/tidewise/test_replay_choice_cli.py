@@ -34,7 +34,7 @@ def test_choose_by_cost_keeps_the_contract_and_the_report_draws_the_curve(tmp_pa
 
 
 @pytest.mark.parametrize("flag,value,message", [
-    ("--violation-budget", "1.5", "--violation-budget 1.5: use a number in [0, 1]"),
+    ("--violation-budget", "1.5", "--violation-budget 1.5: a share of 5-minute steps in (0, 0.5]"),
     ("--violation-weight", "nan", "--violation-weight nan: use a number in [0, 1e+06]"),
     ("--change-weight", "-1", "--change-weight -1.0: use a number in [0, 1e+06]"),
     ("--cost-window", "30m", "--cost-window 30m: at least 1h"),

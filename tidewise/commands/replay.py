@@ -209,8 +209,14 @@ def choice_settings(args: argparse.Namespace, vpa: "VpaSettings") -> None:
             raise InputError(f"--cost-window {args.cost_window}: at least 1h (a day or more scores a daily tide)")
         vpa.cost_window = args.cost_window
         vpa.cost_min_past = min(vpa.cost_min_past, args.cost_window, key=parse_duration)
-    checks = (("violation_budget", "--violation-budget", 0.0, 1.0), ("violation_weight", "--violation-weight", 0.0, 1e6),
-              ("change_weight", "--change-weight", 0.0, 1e6))
+    from autoscaler.logic.budget import check_budget
+
+    if getattr(args, "violation_budget", None) is not None:  # the one budget check serve's config also passes
+        try:
+            vpa.violation_budget = check_budget(args.violation_budget, "--violation-budget")
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+    checks = (("violation_weight", "--violation-weight", 0.0, 1e6), ("change_weight", "--change-weight", 0.0, 1e6))
     for name, flag, lo, hi in checks:
         value = getattr(args, name, None)
         if value is None:
