@@ -50,6 +50,12 @@ class Metrics:
                                         "Achieved share of the last 24 h's 5-minute steps with usage per replica over the "
                                         "request in force: the pods' own requests when serve sees pods of the workload, "
                                         "else the pod template's", ["namespace", "vpa", "container", "resource"], registry=r)
+        self.vpa_replicas = Gauge("tidewise_vpa_replicas", "Replicas of a VPA's target serve saw (per-pod targets "
+                                  "times this are the workload's total)", ["namespace", "vpa", "kind", "workload"],
+                                  registry=r)
+        self.vpa_reason = Gauge("tidewise_vpa_reason", "1 per VPA container resource: the model, quantile and regime "
+                                "behind its target (the full reason is in decisions.json)",
+                                ["namespace", "vpa", "container", "resource", "model", "quantile", "regime"], registry=r)
         self.reclaimed_millicpu = Gauge("tidewise_reclaimed_millicpu", "Reclaimable CPU published per node",
                                         ["node"], registry=r)
         self.reclaimed_memory = Gauge("tidewise_reclaimed_memory_bytes", "Reclaimable memory published per node",
@@ -78,7 +84,7 @@ class Metrics:
             return
         self.last_success.set(self.last_run_wall)
         for g in (self.predicted_replicas, self.min_replicas, self.forecast, self.vpa_target, self.vpa_budget,
-                  self.vpa_violation_rate,
+                  self.vpa_violation_rate, self.vpa_replicas, self.vpa_reason,
                   self.reclaimed_millicpu, self.reclaimed_memory, self.ihpa_predicted, self.ihpa_desired):
             g.clear()
         for i in getattr(rep.sections.get("ihpa"), "decisions", []):  # features/ihpa.IhpaSection
@@ -89,10 +95,13 @@ class Metrics:
             self.predicted_replicas.labels(d.namespace, d.name, kind, target).set(d.predicted)
             self.min_replicas.labels(d.namespace, d.name).set(d.min_replicas)
         for d in rep.vpa:
+            self.vpa_replicas.labels(d.namespace, d.name, d.target_kind, d.target_name).set(d.replicas)
             for c in d.containers:
                 for res, rec in c.resources.items():
                     self.vpa_target.labels(d.namespace, d.name, c.container, res).set(rec.target)
                     self.vpa_budget.labels(d.namespace, d.name, c.container, res).set(rec.budget)
+                    self.vpa_reason.labels(d.namespace, d.name, c.container, res, rec.reason.model,
+                                           f"{rec.reason.quantile:g}", rec.regime).set(1)
                     if rec.violation_rate is not None:
                         self.vpa_violation_rate.labels(d.namespace, d.name, c.container, res).set(rec.violation_rate)
         for p in rep.reclaim:
