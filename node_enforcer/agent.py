@@ -4,7 +4,9 @@
     -> report -> eviction
 
 `isolate` applies the disk I/O, network and reclaimed-root memory limits (`policy.isolation`);
-`report` publishes the topology on the node's CustomNodeResource when it changed.
+`report` publishes the topology on the node's CustomNodeResource when it changed. With metrics
+(`node_enforcer.metrics`), a last `usage` step reads the batch pods' cgroups and every pass,
+failed or not, is exported.
 
 Topology is read once at start (CPU hot-plug is rare; a restart re-reads it). A failing pod source
 freezes the node as it is (nothing is written from missing data) and the loop backs off; one pod's
@@ -16,12 +18,14 @@ import logging
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
 from contracts.errors import TidewiseError
+from contracts.kube_errors import KubeError
 from contracts.reclaim import ReclaimPlan
 from node_enforcer.collect.pressure import read_pressure, read_psi_some_avg10
 from node_enforcer.collect.qos import QosResolver
+from node_enforcer.collect.usage import BatchUsage, read_batch_usage
 from node_enforcer.enforce.apply import EnforceReport, enforce
 from node_enforcer.enforce.cgroups import CgroupDriver
 from node_enforcer.enforce.checkpoint import Restored, path_problem, restore, save_checkpoint
@@ -41,8 +45,15 @@ from node_enforcer.policy.plan import plan
 from node_enforcer.policy.topology_report import topology_status
 from node_enforcer.settings import EnforcerSettings
 
+if TYPE_CHECKING:  # prometheus-client is loaded only when the metrics are asked for
+    from node_enforcer.metrics import EnforcerMetrics
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# the metrics' error stage of each step (node_enforcer.metrics.STAGES)
+STAGE_OF = {"pods": "collect", "reclaim": "collect", "restore": "checkpoint", "policy": "policy",
+            "enforce": "enforce", "isolate": "enforce", "checkpoint": "checkpoint", "report": "kube",
+            "eviction": "kube", "usage": "collect"}
 
 
 @dataclass
@@ -57,9 +68,12 @@ class ReconcileResult:
     topology_report: str | None = None  # what publishing the CNR status did (None: not asked)
     timings: dict[str, float] = field(default_factory=dict)  # step -> seconds
     error: str | None = None
+    error_stage: str | None = None  # where `error` happened (node_enforcer.metrics.STAGES)
+    reclaim: ReclaimPlan | None = None  # the plan this pass enforced (None: no plan source)
+    usage: BatchUsage | None = None  # what batch pods use (read only when metrics are exported)
 
-    def fail(self, message: str) -> ReconcileResult:
-        self.error = message
+    def fail(self, message: str, stage: str) -> ReconcileResult:
+        self.error, self.error_stage = message, stage
         log.error(message)
         return self
 
@@ -70,7 +84,8 @@ class Agent:
                  evictor: Evictor | None = None, read_pressure_fn: Callable[[], Pressure] | None = None,
                  clock: Callable[[], float] = time.perf_counter, devices: Sequence[BlockDevice] = (),
                  tc: Tc | None = None, cnr: CnrPublisher | None = None,
-                 read_io_psi: Callable[[], float | None] | None = None) -> None:
+                 read_io_psi: Callable[[], float | None] | None = None,
+                 metrics: EnforcerMetrics | None = None) -> None:
         self.s, self.topology, self.list_pods, self.driver, self.files = settings, topology, list_pods, driver, files
         self.reclaim, self.evictor, self.clock = reclaim, evictor, clock
         self.read_pressure = read_pressure_fn or (lambda: read_pressure(settings.proc_root, settings.psi_path))
@@ -83,26 +98,43 @@ class Agent:
         self._refusals_logged: set[str] = set()
         self._io_logged: set[tuple[str, str]] = set()
         self.stopping, self._sleeping = False, False
+        self.metrics, self._stage = metrics, "collect"
 
     def _step(self, res: ReconcileResult, name: str, fn: Callable[[], T]) -> T:
         t = self.clock()
+        self._stage = STAGE_OF.get(name, "collect")
         try:
             return fn()
         finally:
             res.timings[name] = self.clock() - t
 
     def reconcile_once(self) -> ReconcileResult:
+        """One pass; exported to the metrics when there are some (a pass that raises counts as an
+        error of the stage it was in, then the exception goes on)."""
+        if self.metrics is None:
+            return self._reconcile()
+        try:
+            res = self._reconcile()
+        except Exception:
+            self.metrics.runs.labels(self.metrics.node).inc()
+            self.metrics.error(self._stage)
+            raise
+        self.metrics.observe(res)
+        return res
+
+    def _reconcile(self) -> ReconcileResult:
         res = ReconcileResult()
         try:
             pods = self._step(res, "pods", self.list_pods)
         except TidewiseError as exc:
-            return res.fail(f"pod source failed, node left as it is: {exc}")
+            return res.fail(f"pod source failed, node left as it is: {exc}",
+                            "kube" if isinstance(exc, KubeError) else "collect")
         saving = not self.files.dry_run and bool(self.s.checkpoint)
         # checked before any cgroup write: enforcing without being able to save the allocation
         # would move dedicated pods after the next restart (and used to crash after the writes)
         if saving and (problem := path_problem(self.s.checkpoint)):
-            return res.fail(f"checkpoint {self.s.checkpoint}: {problem}; nothing enforced")
-        reclaim = self._step(res, "reclaim", self.reclaim)
+            return res.fail(f"checkpoint {self.s.checkpoint}: {problem}; nothing enforced", "checkpoint")
+        reclaim = res.reclaim = self._step(res, "reclaim", self.reclaim)
         if self.previous is None:
             res.restored = self._step(res, "restore", lambda: restore(self.s.checkpoint, self.s.node, pods,
                                                                       self.driver, self.files, self.resolver))
@@ -122,7 +154,7 @@ class Agent:
                 res.checkpoint_written = self._step(res, "checkpoint",
                                                     lambda: save_checkpoint(self.s.checkpoint, self.s.node, alloc))
             except (OSError, TidewiseError) as exc:  # e.g. the disk filled since the check: report, retry next pass
-                res.fail(f"checkpoint {self.s.checkpoint} not saved: {exc}")
+                res.fail(f"checkpoint {self.s.checkpoint} not saved: {exc}", "checkpoint")
         self.previous = dict(alloc.dedicated)
         self.last = alloc
         if self.cnr is not None:
@@ -130,6 +162,8 @@ class Agent:
             res.topology_report = self._step(res, "report", lambda: self.cnr.publish(status))  # type: ignore[union-attr]
         if self.evictor is not None:
             res.evictions = self._step(res, "eviction", lambda: self._evict(res, pods, alloc))
+        if self.metrics is not None:
+            res.usage = self._step(res, "usage", lambda: read_batch_usage(self.driver, self.files, pods, alloc))
         log.info("reconcile: %s; %s", report.summary(),
                  ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in res.timings.items()))
         return res

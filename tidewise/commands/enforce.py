@@ -9,9 +9,10 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from node_enforcer.agent import Agent, ReconcileResult
+    from node_enforcer.agent import Agent
     from node_enforcer.enforce.cgroups import CgroupDriver
     from node_enforcer.kube import KubeApi
+    from node_enforcer.metrics import EnforcerMetrics, MetricsServer
     from node_enforcer.settings import EnforcerSettings
 
 HELP = """\
@@ -59,6 +60,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-watch", action="store_true",
                    help="with the API: list the pods and get the Node every pass instead of listing once and "
                         "then watching (the default when looping; --once always lists)")
+    p.add_argument("--metrics-port", type=int, metavar="N",
+                   help="serve /metrics and /healthz on this port while looping (default: none; the DaemonSet: 9107)")
+    p.add_argument("--metrics-address", default="127.0.0.1", metavar="ADDR",
+                   help="address the metrics port listens on (default 127.0.0.1; the DaemonSet: 0.0.0.0)")
     _register_isolation(p)
     p.set_defaults(func=run)
 
@@ -85,54 +90,6 @@ def _register_isolation(p: argparse.ArgumentParser) -> None:
                    help="memory.high of the reclaimed root as a fraction of its cap (default 0.95, Katalyst's)")
     g.add_argument("--report-topology", action="store_true", default=None,
                    help="publish sockets/NUMA nodes on this node's Katalyst CustomNodeResource (status.topologyZone)")
-
-
-def _fmt_bytes(v: int | None) -> str:
-    return "-" if v is None else f"{v / 2**30:.1f}Gi" if v >= 2**30 else f"{v // 2**20}Mi"
-
-
-def render(node: str, topo_summary: str, res: "ReconcileResult", dry_run: bool) -> str:
-    from node_enforcer.model.topology import format_cpulist
-
-    a, rep = res.allocation, res.report
-    assert a is not None and rep is not None, "render() takes a completed reconcile"
-    lines = [f"node {node}: {topo_summary}"]
-    lines.append("pools: " + ", ".join(f"{k} {format_cpulist(v) or '-'} ({len(v)})"
-                                       for k, v in (("reserve", a.pools["reserve"]), ("share", a.pools["share"]),
-                                                    ("reclaim", a.pools["reclaim"]))))
-    rows = [("POD", "QOS", "POOL", "CPUS", "MEMS", "QUOTA", "MEM MAX", "OOM ADJ")]
-    for p in a.pods:
-        rows.append((p.key, p.qos, p.pool, format_cpulist(p.cpus), format_cpulist(p.mems),
-                     "-" if p.cpu_quota_millis is None else f"{p.cpu_quota_millis}m", _fmt_bytes(p.memory_max_bytes),
-                     "-" if p.oom_score_adj is None else str(p.oom_score_adj)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    for r in a.refused:
-        lines.append(f"refused {r.key}: {r.reason}")
-    for pod, problem in a.problems:
-        lines.append(f"malformed annotation on {pod} (treated as shared_cores): {problem}")
-    for n in a.notes:
-        lines.append(f"note: {n}")
-    verb = "would write" if dry_run else "wrote"
-    lines.append(f"{verb} {len(rep.changes)} value(s)" + (":" if rep.changes else " (nothing differs)"))
-    lines += [f"  {c}" for c in rep.changes]
-    for m in rep.missing:
-        lines.append(f"no cgroup yet for {m} (not started, or another --cgroup-driver/--cgroup-parent)")
-    for u in rep.unsupported:
-        lines.append(f"unsupported here: {u}")
-    for e in rep.errors:
-        lines.append(f"error: {e}")
-    for ev in res.evictions:
-        lines.append(f"{'dry-run ' if ev.dry_run else ''}evict {ev.pod}: {ev.reason} -> {ev.result}")
-    lines += _render_isolation(res)
-    return "\n".join(lines)
-
-
-def _render_isolation(res: "ReconcileResult") -> list[str]:
-    lines = [] if res.isolation is None else res.isolation.summary()
-    if res.topology_report is not None:
-        lines.append(f"topology report (CustomNodeResource): {res.topology_report}")
-    return lines
 
 
 def read_settings(section: dict[str, Any] | None, evict: bool | None = None, io: dict[str, Any] | None = None,
@@ -195,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
 
     s = _settings(args)
     node, plan_from = _node_and_plan_source(s)
+    _check_metrics_flags(args)
     _check_paths(s, args.plan_out)
     topo = read_topology(s.sysfs_root)
     driver = _driver(s)
@@ -204,14 +162,48 @@ def run(args: argparse.Namespace) -> int:
     if plan_from == "file" and s.reclaim_plan and (args.once or os.path.exists(s.reclaim_plan)):
         load_reclaim_plan(s.reclaim_plan, node)  # a bad file exits 2 now; in the loop a stale plan reclaims 0
     writer, reclaim, evictor = _enforcement(s, node, plan_from, kube, watch)
-    agent = Agent(s, topo, list_pods, driver, writer, reclaim, evictor, **_isolation(s, node, kube))
+    metrics, server = _metrics(args, s, node)
+    agent = Agent(s, topo, list_pods, driver, writer, reclaim, evictor, **_isolation(s, node, kube), metrics=metrics)
     if not args.once:
         print(f"tidewise enforce: node {node}, {topo.summary()}, cgroup v{driver.version} ({s.cgroup_driver}) "
-              f"at {s.cgroup_root}, every {s.interval_seconds:g} s{' (dry-run)' if s.dry_run else ''}",
-              file=sys.stderr)
-        agent.run_until_signalled()  # SIGTERM finishes the pass under way, then exit 0
+              f"at {s.cgroup_root}, every {s.interval_seconds:g} s{' (dry-run)' if s.dry_run else ''}"
+              + (f", metrics on {server.host}:{server.port}" if server else ""), file=sys.stderr)
+        try:
+            agent.run_until_signalled()  # SIGTERM finishes the pass under way, then exit 0
+        finally:
+            if server is not None:
+                server.stop()
         return 0
     return _reconcile_once(agent, s, node, topo.summary(), driver.version, args.plan_out)
+
+
+def _check_metrics_flags(args: argparse.Namespace) -> None:
+    from contracts.errors import InputError
+
+    if args.metrics_port is None:
+        return
+    if not 1 <= args.metrics_port <= 65535:
+        raise InputError(f"--metrics-port {args.metrics_port}: give a port 1-65535")
+    if args.once:
+        raise InputError("--metrics-port serves the loop's metrics, and --once exits after one pass: drop one of them")
+
+
+def _metrics(args: argparse.Namespace, s: "EnforcerSettings",
+             node: str) -> tuple["EnforcerMetrics | None", "MetricsServer | None"]:
+    """The agent's metrics and their HTTP server, started (None, None without --metrics-port)."""
+    if args.metrics_port is None:
+        return None, None
+    from contracts.errors import InputError
+    from node_enforcer.metrics import EnforcerMetrics, MetricsServer
+
+    metrics = EnforcerMetrics(node, memory_floor_bytes=s.policy.reclaimed_memory_floor_bytes,
+                              interval_seconds=s.interval_seconds)
+    try:
+        server = MetricsServer(metrics, args.metrics_address, args.metrics_port)
+    except OSError as exc:  # in use, or not an address of this host
+        raise InputError(f"--metrics-port {args.metrics_port} on --metrics-address {args.metrics_address}: "
+                         f"{exc.strerror or exc}; pick a free port or an address of this host") from None
+    return metrics, server.start()
 
 
 def _settings(args: argparse.Namespace) -> "EnforcerSettings":
@@ -367,6 +359,7 @@ def _reconcile_once(agent: "Agent", s: "EnforcerSettings", node: str, topo_summa
                     plan_out: str | None) -> int:
     """One pass: print the plan, write --plan-out; exit 1 when a cgroup write failed."""
     from contracts.atomic import write_text_atomic
+    from tidewise.commands.enforce_render import plan_doc, render
 
     res = agent.reconcile_once()
     if res.error or res.allocation is None or res.report is None:
@@ -375,22 +368,7 @@ def _reconcile_once(agent: "Agent", s: "EnforcerSettings", node: str, topo_summa
         raise TidewiseError(res.error or "reconcile failed")
     print(render(node, topo_summary, res, bool(s.dry_run)))
     if plan_out:
-        doc = _plan_doc(res, node, topo_summary, cgroup_version, bool(s.dry_run))
+        doc = plan_doc(res, node, topo_summary, cgroup_version, bool(s.dry_run))
         write_text_atomic(plan_out, json.dumps(doc, indent=1) + "\n")
         print(f"plan written to {plan_out}", file=sys.stderr)
     return 1 if res.report.errors else 0
-
-
-def _plan_doc(res: "ReconcileResult", node: str, topo_summary: str, cgroup_version: int,
-              dry_run: bool) -> dict[str, Any]:
-    """What --plan-out holds: the allocation, the diff, what could not be written, and evictions."""
-    report = res.report
-    assert res.allocation is not None and report is not None, "_plan_doc() takes a completed reconcile"
-    return {"node": node, "topology": topo_summary, "cgroup_version": cgroup_version,
-            "dry_run": dry_run, "allocation": res.allocation.to_dict(),
-            "changes": [{"path": c.path, "old": c.old, "new": c.new} for c in report.changes],
-            "missing": report.missing, "unsupported": report.unsupported, "errors": report.errors,
-            "evictions": [ev.__dict__ for ev in res.evictions],
-            "isolation": None if res.isolation is None else res.isolation.to_dict(),
-            "topology_report": res.topology_report,
-            "timings_ms": {k: round(v * 1000, 3) for k, v in res.timings.items()}}
