@@ -237,3 +237,19 @@ def test_healthz_fails_when_no_pass_ended_for_too_long():
         assert get(server.port, "/nothing")[0] == 404
     finally:
         server.stop()
+
+
+def test_the_daemonset_serves_the_metrics_on_its_declared_port():
+    import yaml
+
+    from tidewise.cli import build_parser
+
+    with open(os.path.join(ROOT, "deploy", "enforcer-daemonset.yaml"), encoding="utf-8") as fh:
+        ds = next(d for d in yaml.safe_load_all(fh) if d and d["kind"] == "DaemonSet")
+    template = ds["spec"]["template"]
+    c = template["spec"]["containers"][0]
+    args = build_parser().parse_args([a.replace("$(NODE_NAME)", "node-1") for a in c["args"]])
+    assert args.metrics_port == 9107 and args.metrics_address == "0.0.0.0"
+    assert {"name": "metrics", "containerPort": args.metrics_port} in c["ports"]
+    assert template["metadata"]["annotations"]["prometheus.io/port"] == str(args.metrics_port)
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
