@@ -4,14 +4,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tidewise.commands.study_args import add_study_args, cache_dir, check_study_args, check_traces
+from tidewise.commands.study_args import add_study_args, cache_dir, check_study_args, check_traces, source_settings
 
 HELP = """\
-Simulate colocation on a cluster whose online services replay real traces.
+Simulate colocation on a cluster whose online services replay real traces, or your own history.
 
 N nodes (32 cores each) host online services scaled from the traces in --traces, with requests
 sized near their observed peak; online demand bursts inside each minute (--bursts, a model
-estimated from the traces). Batch jobs arrive at a cluster queue (seeded) and each policy places
+estimated from the traces). With --history FILE (what `tidewise fetch` wrote) the online
+services are your workloads' pods instead: their CPU usage, their requests where the file has them.
+Batch jobs arrive at a cluster queue (seeded) and each policy places
 them. Every minute each policy sets the batch quota per node (applied one minute later); batch is
 throttled to it and evicted when that is not enough. Policies: none, katalyst (reactive),
 koordinator (threshold), tidewise (fast reactive quota, reserve from its forecast's uncertainty,
@@ -57,22 +59,25 @@ def run(args: argparse.Namespace) -> int:
         return run_tide(args)
     from studies.simulation.colocation.runner import run_study, write_outputs
     from studies.simulation.colocation.study import StudySettings
+    from studies.simulation.harness.history import read_history
     from tidewise.paths import prepare_output_dir
     from tidewise.progress import progress
 
     check_study_args(args)
     check_traces(args)
-    prepare_output_dir(args.out)  # before hours of simulation, not after
-    s = StudySettings(traces=args.traces, nodes=args.nodes, days=args.days, seed=args.seed, policy=args.policy,
+    s = StudySettings(**source_settings(args), nodes=args.nodes, days=args.days, seed=args.seed, policy=args.policy,
                       sweeps=not args.no_sweeps, bursts=args.bursts, forecast_model=args.forecast_model,
                       forecast_level=args.forecast_level,
                       cache_dir=cache_dir(args))
-    study = run_study(s, progress=progress)
+    history = read_history(s)  # a bad file is named before the output folder is made
+    prepare_output_dir(args.out)  # before hours of simulation, not after
+    study = run_study(s, progress=progress, history=history)
     paths = write_outputs(study, args.out)
     v = study.verdict()
+    source = f"{len(study.cluster.traces)} workloads in {args.history}" if args.history else \
+        f"{len(study.cluster.traces)} traces"
     print(f"simulated {study.cluster.nodes} nodes x {args.days} days, {len(study.cluster.services)} services "
-          f"from {len(study.cluster.traces)} traces, bursts {args.bursts}; {len(study.results)} policy settings",
-          file=sys.stderr)
+          f"from {source}, bursts {args.bursts}; {len(study.results)} policy settings", file=sys.stderr)
     for r in study.results:
         if "@" not in r.label:
             print(f"  {r.label:12s} utilisation {100 * r.utilisation:5.1f}%  shortfall {100 * r.shortfall:.4f}%  "

@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from tidewise.commands.study_args import add_study_args, cache_dir, check_study_args, check_traces
+from tidewise.commands.study_args import add_study_args, cache_dir, check_study_args, check_traces, source_settings
 
 HELP = """\
 Simulate rebalancing of hot nodes on a cluster whose online services replay real traces.
@@ -19,7 +19,9 @@ their peaks (--headroom), so that nodes run hot at their tides. Every --interval
 plans moves with the serving loop's own choice (autoscaler/logic/rebalance.py): none; reactive
 (current usage, as Koordinator's LowNodeLoad; also requiring 3 or 5 hot checks in a row); tidewise
 (the forecast peak over the next 2 h, forecasts made every 6 h from the past only). Per setting:
-node-minutes above 80% of allocatable, above 100%, and pods moved. Writes DIR/results.json.
+node-minutes above 80% of allocatable, above 100%, and pods moved. With --history FILE (what
+`tidewise fetch` wrote) the services are your workloads' pods instead, on the nodes a `node` label
+column names where the file has one. Writes DIR/results.json.
 """
 
 
@@ -47,23 +49,27 @@ def _headroom(text: str) -> tuple[float, float]:
 
 def run_rebalance(args: argparse.Namespace) -> int:
     from contracts.atomic import write_text_atomic
+    from studies.simulation.harness.history import read_history
     from studies.simulation.rebalance.study import RebalanceStudySettings, check, run_rebalance_study
     from tidewise.paths import prepare_output_dir
 
     check_study_args(args)
-    s = RebalanceStudySettings(traces=args.traces, nodes=args.nodes, days=args.days, seed=args.seed,
+    s = RebalanceStudySettings(**source_settings(args), nodes=args.nodes, days=args.days, seed=args.seed,
                                headroom=_headroom(args.headroom), interval=args.interval,
                                forecast_model=args.forecast_model,
                                cache_dir=cache_dir(args))
     check(s)
     check_traces(args)
+    history = read_history(s)  # a bad file is named before the output folder is made
     prepare_output_dir(args.out)  # before the simulation, not after
-    print(f"simulating {args.nodes} nodes x {args.days} days (forecasting the traces first) ...", file=sys.stderr)
-    result = run_rebalance_study(s, policy=args.policy, sweeps=not args.no_sweeps)
+    print(f"simulating {'the nodes that hold ' + args.history if s.fit_nodes else str(args.nodes) + ' nodes'} x "
+          f"{args.days} days (forecasting the {'workloads' if args.history else 'traces'} first) ...", file=sys.stderr)
+    result = run_rebalance_study(s, policy=args.policy, sweeps=not args.no_sweeps, history=history)
     path = os.path.join(args.out, "results.json")
     write_text_atomic(path, json.dumps(result, indent=2) + "\n")
-    print(f"{result['services']} services from {result['traces']} traces, {result['node_minutes']} node-minutes",
-          file=sys.stderr)
+    source = f"workloads in {args.history}" if args.history else "traces"
+    print(f"{result['services']} services from {result['traces']} {source} on {result['nodes']} nodes, "
+          f"{result['node_minutes']} node-minutes", file=sys.stderr)
     for label, r in result["policies"].items():
         print(f"  {label:30s} hot {r['node_minutes_hot']:6d} node-min ({100 * r['hot_share']:.3f}%)  saturated "
               f"{r['node_minutes_saturated']:5d}  pods moved {r['pods_moved']:4d} ({r['moves_per_day']:.1f}/day)",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tidewise.commands.study_args import add_study_args, cache_dir, check_study_args, check_traces
+from tidewise.commands.study_args import add_study_args, cache_dir, check_study_args, check_traces, source_settings
 
 HELP = """\
 Simulate a tidal node pool on a cluster whose online services replay real traces.
@@ -17,7 +17,8 @@ other nodes may be lent to a batch queue (seeded jobs); a node handed back evict
 Policies: watermark (Katalyst's reactive rule, thresholds swept), schedule (fixed night hours,
 windows swept), tidewise (the serving loop's plan on an hourly forecast of the pool's requests,
 lead time and quantile swept). Per setting: node-hours lent, late minutes (online service needed
-more nodes than it had), pods moved and batch goodput. Writes DIR/results.json, DIR/details.json,
+more nodes than it had), pods moved and batch goodput. With --history FILE (what `tidewise
+fetch` wrote) the online services are your workloads' pods instead. Writes DIR/results.json, DIR/details.json,
 DIR/report.html.
 """
 
@@ -31,23 +32,26 @@ def register_tide(inner: argparse._SubParsersAction) -> None:
 
 
 def run_tide(args: argparse.Namespace) -> int:
+    from studies.simulation.harness.history import read_history
     from studies.simulation.tide.report import write_tide_outputs
     from studies.simulation.tide.study import TideStudySettings, check_settings, run_tide_study
     from tidewise.paths import prepare_output_dir
     from tidewise.progress import progress
 
     check_study_args(args)
-    s = TideStudySettings(traces=args.traces, nodes=args.nodes, days=args.days, seed=args.seed, policy=args.policy,
+    s = TideStudySettings(**source_settings(args), nodes=args.nodes, days=args.days, seed=args.seed, policy=args.policy,
                           sweeps=not args.no_sweeps, forecast_model=args.forecast_model,
                           cache_dir=cache_dir(args))
     check_settings(s)
     check_traces(args)
+    history = read_history(s)  # a bad file is named before the output folder is made
     prepare_output_dir(args.out)  # before the simulation, not after
-    study = run_tide_study(s, progress=progress)
+    study = run_tide_study(s, progress=progress, history=history)
     paths = write_tide_outputs(study, args.out)
     p = study.pool
+    source = f"workloads in {args.history}" if args.history else "traces"
     print(f"simulated {p.nodes} nodes x {args.days} days, {study.services} services from {len(study.traces)} "
-          f"traces; online service needs {p.needed.min()}-{p.needed.max()} nodes; {len(study.runs)} policy settings",
+          f"{source}; online service needs {p.needed.min()}-{p.needed.max()} nodes; {len(study.runs)} policy settings",
           file=sys.stderr)
     for r in study.runs:
         if "@" not in r.label:

@@ -1,16 +1,25 @@
 """The flags and checks every `tidewise simulate` study shares (colocation, tide, rebalance): where
-the real traces are, the cluster's size and seed, which policy, the output folder and the forecasts."""
+the services come from (the public traces, or the user's own history that `tidewise fetch` wrote),
+the cluster's size and seed, which policy, the output folder and the forecasts."""
 from __future__ import annotations
 
 import argparse
 import os
 
+DEFAULT_TRACES = os.path.join("..", "shared", "data")
 
 def add_study_args(c: argparse.ArgumentParser, *, nodes: int, nodes_help: str, days: int, seed_help: str,
                    policies: list[str], out: str, model_help: str, cache_help: str) -> None:
-    c.add_argument("--traces", default=os.path.join("..", "shared", "data"), metavar="DIR",
+    c.set_defaults(default_nodes=nodes)
+    c.add_argument("--traces", metavar="DIR",
                    help="folder of real traces laid out like ../shared/data (default ../shared/data)")
-    c.add_argument("--nodes", type=int, default=nodes, metavar="N", help=f"{nodes_help} (default {nodes})")
+    c.add_argument("--history", metavar="FILE",
+                   help="your own history instead of the traces: the long file `tidewise fetch` wrote "
+                        "(.parquet, .csv, .csv.gz); each workload's pods become the online services")
+    c.add_argument("--step", default="5m",
+                   help="grid the --history file is read on, as `tidewise fetch --step` wrote it (default 5m)")
+    c.add_argument("--nodes", type=int, metavar="N",
+                   help=f"{nodes_help} (default {nodes}; with --history the fewest that hold its requests)")
     c.add_argument("--days", type=int, default=days,
                    help=f"simulated days: each trace's last whole days (default {days})")
     c.add_argument("--seed", type=int, default=0, help=seed_help)
@@ -29,6 +38,9 @@ def check_study_args(args: argparse.Namespace) -> None:
     from contracts.errors import InputError
     from predictor.models import MODELS
 
+    args.fit_nodes = args.nodes is None
+    if args.nodes is None:
+        args.nodes = args.default_nodes
     if args.forecast_model != "auto" and args.forecast_model not in MODELS:
         raise InputError(f"--forecast-model {args.forecast_model!r}: use auto or one of {sorted(MODELS)}")
     if args.nodes < 1 or args.days < 1:
@@ -36,11 +48,34 @@ def check_study_args(args: argparse.Namespace) -> None:
 
 
 def check_traces(args: argparse.Namespace) -> None:
-    """After every flag is checked (a bad flag is named even where the traces are missing): the traces folder."""
+    """After every flag is checked (a bad flag is named even where the traces are missing): the traces
+    folder, or the history file (read, and its errors named, by the study)."""
     from contracts.errors import InputError
+    from predictor.durations import parse_duration
 
+    if args.history is not None:
+        if args.traces is not None:
+            raise InputError(f"--history {args.history} and --traces {args.traces}: give one of them")
+        parse_duration(args.step, what="--step")
+        if not os.path.isfile(args.history):
+            raise InputError(f"--history {args.history}: no such file; pass the long file "
+                             "`tidewise fetch --output PATH` wrote")
+        return
+    if args.traces is None:
+        if not os.path.isdir(DEFAULT_TRACES):
+            raise InputError(f"no traces in {DEFAULT_TRACES}: pass --history FILE (your own history, written by "
+                             "`tidewise fetch --what cpu,requests,replicas --output FILE`) or --traces DIR "
+                             "(the public traces)")
+        args.traces = DEFAULT_TRACES
     if not os.path.isdir(args.traces):
-        raise InputError(f"--traces {args.traces}: no such directory (the real traces live in ../shared/data)")
+        raise InputError(f"--traces {args.traces}: no such directory; pass the public traces' folder "
+                         "(../shared/data) or --history FILE (your own history, written by `tidewise fetch`)")
+
+
+def source_settings(args: argparse.Namespace) -> dict:
+    """The study settings' fields that say where the services come from (after check_traces)."""
+    return {"traces": args.traces or DEFAULT_TRACES, "history": args.history, "history_step": args.step,
+            "fit_nodes": args.fit_nodes and args.history is not None}
 
 
 def cache_dir(args: argparse.Namespace) -> str | None:

@@ -22,10 +22,11 @@ from studies.simulation.colocation.policies import NodeForecasts, Policy
 from studies.simulation.colocation.report import render_report
 from studies.simulation.colocation.study import Study, StudySettings, details_json
 from studies.simulation.harness import outputs
-from studies.simulation.harness.cluster import Cluster, ClusterSettings, build_cluster
+from studies.simulation.harness.cluster import Cluster, ClusterSettings
 from studies.simulation.harness.forecasts import QUANTILES, forecast_series, forecast_traces
 from studies.simulation.harness.sweep import Advance, ProgressFactory, check_days, stage, sweep
-from studies.simulation.harness.traces import DAY_MIN, Trace, load_traces
+from studies.simulation.harness.history import UserHistory, study_cluster
+from studies.simulation.harness.traces import DAY_MIN, Trace
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +93,13 @@ def _node_forecasts(s: StudySettings, cluster: Cluster, progress: ProgressFactor
     return nf, coverage, models
 
 
-def run_study(s: StudySettings, progress: ProgressFactory | None = None) -> Study:
+def run_study(s: StudySettings, progress: ProgressFactory | None = None, history: UserHistory | None = None) -> Study:
     """Everything but the writing. `progress(description, total)` (e.g. `tidewise.progress.progress`)
-    yields an `advance(n)` per stage: forecasting (per simulated day), then simulating (per day and run)."""
+    yields an `advance(n)` per stage: forecasting (per simulated day), then simulating (per day and run).
+    `history`: `s.history` already read (`harness.history.read_history`)."""
     _check(s)
-    traces = load_traces(s.traces, days=s.days, max_history_days=s.max_history_days, names=s.trace_names)
     cs = ClusterSettings(**{**asdict(s.cluster), "nodes": s.nodes})
-    cluster = build_cluster(traces, cs, seed=s.seed, minutes=s.days * DAY_MIN)
+    traces, cluster, read = study_cluster(s, cs, minutes=s.days * DAY_MIN, loaded=history)
     bursts = apply_bursts(cluster, traces, s.bursts, s.seed)
     log.info("cluster: %d nodes, %d services from %d traces; no-colocation utilisation %.1f%%", cluster.nodes,
              len(cluster.services), len(traces), 100 * (cluster.online + cluster.system).mean() / cluster.capacity)
@@ -123,7 +124,7 @@ def run_study(s: StudySettings, progress: ProgressFactory | None = None) -> Stud
         return r
 
     results = sweep(policies, s.days, run, progress)
-    return Study(s, cluster, results, nf, coverage, breakdown, bursts.summary())
+    return Study(s, cluster, results, nf, coverage, breakdown, bursts.summary(), read)
 
 
 def write_outputs(study: Study, out_dir: str) -> dict[str, str]:

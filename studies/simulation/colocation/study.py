@@ -37,6 +37,11 @@ class StudySettings:
     cache_dir: str | None = None  # where daily forecasts are cached (None: not cached)
     max_history_days: int = 21  # training history per trace, at most
     trace_names: list[str] | None = None  # only these traces (tests)
+    # a user's own history (the long file `tidewise fetch` writes) instead of the traces: its
+    # workloads' pods are the services (harness/history.py); None: the traces
+    history: str | None = None
+    history_step: str = "5m"  # the grid the history file is read on (tidewise fetch --step)
+    fit_nodes: bool = False  # with a history: the fewest nodes that hold its requests, not `nodes`
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)
 
@@ -56,10 +61,12 @@ class Study:
     coverage: list[dict]
     breakdown: dict[str, dict[str, float]]
     bursts: dict = field(default_factory=dict)  # the burst model's estimated numbers
+    history: dict | None = None  # what was read from a user's history file (harness.history.summary)
 
     def results_json(self) -> dict:
         setting = self.settings.bursts if self.settings is not None else "calibrated"
-        return {"bursts": setting, "policies": {r.label: r.metrics() for r in self.results}}
+        out = {"bursts": setting, "policies": {r.label: r.metrics() for r in self.results}}
+        return out if self.history is None else {**out, "history": self.history}
 
     def verdict(self) -> dict:
         """Issue 13's targets, measured: tidewise's best setting within the shortfall budget (most

@@ -114,6 +114,13 @@ def build_cluster(traces: list[Trace], settings: ClusterSettings, seed: int, min
         services.append(Service(f"svc-{len(services):03d}-{traces[ti].name}", ti, node, req,
                                 req * settings.limit_factor, scale))
         requested[node] += req
+    return assemble(traces, services, settings, requested, rng, minutes)
+
+
+def assemble(traces: list[Trace], services: list[Service], settings: ClusterSettings, requested: np.ndarray,
+             rng: np.random.Generator, minutes: int | None = None) -> Cluster:
+    """Placed services -> the cluster's demand per node and minute, with the daemons' (seeded) use."""
+    n = settings.nodes
     length = min(len(t.eval_1min) for t in traces) if minutes is None else minutes
     shapes = np.stack([t.eval_1min[:length] for t in traces])
     base = rng.uniform(*settings.system_base, size=(n, 1))

@@ -58,6 +58,7 @@ class Trace:
     signed: bool
     native_step: pd.Timedelta
     history_1min: np.ndarray | None = None  # native 1-minute history values (the burst model's input)
+    unit: float = 1.0  # what 1.0 of the shape is in the series' own units (its history p99; cores for usage)
 
     @property
     def history_days(self) -> float:
@@ -155,7 +156,7 @@ def make_trace(name: str, raw: pd.Series, days: int = 7, min_history_days: int =
     grid = one_min.resample(FORECAST_STEP).max()
     native_1min = (hist_native.to_numpy() / p99) if step == MINUTE else None
     return Trace(name=name, eval_1min=eval_1min.astype("float64"), history=grid[grid.index < SIM_EPOCH],
-                 grid_series=grid, signed=signed, native_step=step, history_1min=native_1min)
+                 grid_series=grid, signed=signed, native_step=step, history_1min=native_1min, unit=p99)
 
 
 def load_traces(folder: str, days: int = 7, max_history_days: int = 21,

@@ -32,10 +32,11 @@ from autoscaler.logic.rebalance import Candidate, NodeLoad, plan_rebalance
 from autoscaler.settings import RebalanceSettings
 from contracts.errors import InputError
 from predictor.durations import parse_duration
-from studies.simulation.harness.cluster import Cluster, ClusterSettings, build_cluster
+from studies.simulation.harness.cluster import Cluster, ClusterSettings
 from studies.simulation.harness.forecasts import QUANTILES, forecast_series
 from studies.simulation.harness.sweep import Advance, check_days, sweep
-from studies.simulation.harness.traces import DAY_MIN, Trace, load_traces
+from studies.simulation.harness.history import UserHistory, study_cluster
+from studies.simulation.harness.traces import DAY_MIN, Trace
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,11 @@ class RebalanceStudySettings:
     cache_dir: str | None = None
     max_history_days: int = 21
     trace_names: list[str] | None = None
+    # a user's own history (the long file `tidewise fetch` writes) instead of the traces: its
+    # workloads' pods are the services (harness/history.py); None: the traces
+    history: str | None = None
+    history_step: str = "5m"  # the grid the history file is read on (tidewise fetch --step)
+    fit_nodes: bool = False  # with a history: the fewest nodes that hold its requests, not `nodes`
     rebalance: RebalanceSettings = field(default_factory=lambda: RebalanceSettings(enabled=True))
 
 
@@ -206,15 +212,15 @@ def variants(s: RebalanceStudySettings, sweeps: bool) -> list[tuple[str, str, Re
     return out
 
 
-def run_rebalance_study(s: RebalanceStudySettings, policy: str = "all", sweeps: bool = True) -> dict:
+def run_rebalance_study(s: RebalanceStudySettings, policy: str = "all", sweeps: bool = True,
+                        history: UserHistory | None = None) -> dict:
     """Every policy (or one), with its sweep, on one seeded cluster; a JSON-ready dict of settings and
-    results ("policies": label -> PolicyResult fields)."""
+    results ("policies": label -> PolicyResult fields). `history`: `s.history` already read."""
     check(s)
     if policy != "all" and policy not in POLICIES:
         raise InputError(f"--policy {policy!r}: use all or one of {', '.join(POLICIES)}")
-    traces = load_traces(s.traces, days=s.days, max_history_days=s.max_history_days, names=s.trace_names)
-    cluster = build_cluster(traces, ClusterSettings(nodes=s.nodes, headroom=s.headroom), seed=s.seed,
-                            minutes=s.days * DAY_MIN)
+    traces, cluster, read = study_cluster(s, ClusterSettings(nodes=s.nodes, headroom=s.headroom),
+                                          minutes=s.days * DAY_MIN, min_nodes=2, loaded=history)
     demand = service_demand(cluster)
     runs = [v for v in variants(s, sweeps) if policy in ("all", v[1])]
     forecasts = intraday_forecasts(traces, s) if any(p == "tidewise" for _, p, _ in runs) else None
@@ -231,5 +237,6 @@ def run_rebalance_study(s: RebalanceStudySettings, policy: str = "all", sweeps: 
 
     results = {label: asdict(r) for (label, _, _), r in zip(runs, sweep(runs, s.days, run))}
     settings = {k: v for k, v in asdict(s).items() if k not in ("trace_names", "cache_dir", "traces")}
-    return {"settings": settings, "services": len(cluster.services), "traces": len(traces),
-            "node_minutes": int(cluster.nodes * demand.shape[1]), "policies": results}
+    out = {"settings": settings, "services": len(cluster.services), "traces": len(traces), "nodes": cluster.nodes,
+           "node_minutes": int(cluster.nodes * demand.shape[1]), "policies": results}
+    return out if read is None else {**out, "history": read}

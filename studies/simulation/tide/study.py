@@ -11,10 +11,11 @@ import logging
 from dataclasses import asdict, dataclass, field
 
 from contracts.errors import InputError
-from studies.simulation.harness.cluster import ClusterSettings, build_cluster
+from studies.simulation.harness.cluster import ClusterSettings
+from studies.simulation.harness.history import UserHistory, study_cluster
 from studies.simulation.harness.page import family
 from studies.simulation.harness.sweep import Advance, ProgressFactory, check_days, stage, sweep
-from studies.simulation.harness.traces import DAY_MIN, load_traces
+from studies.simulation.harness.traces import DAY_MIN
 from studies.simulation.tide.engine import TideRun, simulate_tide
 from studies.simulation.tide.forecasts import PoolForecasts, forecast_pool
 from studies.simulation.tide.model import OnlinePool, PoolSettings, build_pool
@@ -36,6 +37,11 @@ class TideStudySettings:
     cache_dir: str | None = None  # where the pool's forecasts are cached (None: not cached)
     max_history_days: int = 21
     trace_names: list[str] | None = None  # only these traces (tests)
+    # a user's own history (the long file `tidewise fetch` writes) instead of the traces: its
+    # workloads' pods are the services (harness/history.py); None: the traces
+    history: str | None = None
+    history_step: str = "5m"  # the grid the history file is read on (tidewise fetch --step)
+    fit_nodes: bool = False  # with a history: the fewest nodes that hold its requests, not `nodes`
     pool: PoolSettings = field(default_factory=PoolSettings)
     batch_load: float = 0.8  # arriving batch work, share of the cluster's allocatable (batch.py)
 
@@ -49,12 +55,15 @@ class TideStudy:
     services: int
     traces: list[str]
     breakdown: dict[str, dict[str, int]] = field(default_factory=dict)  # tidewise settings: why nodes moved
+    history: dict | None = None  # what was read from a user's history file (harness.history.summary)
 
     def results_json(self) -> dict:
         """The contract; `tidewise_default` names the setting the label `tidewise` ran (when it ran)."""
         out: dict = {"policies": {r.label: r.metrics() for r in self.runs}}
         if any(r.label == "tidewise" for r in self.runs):
             out["tidewise_default"] = tidewise_default(self.forecasts)
+        if self.history is not None:
+            out["history"] = self.history
         return out
 
     def verdict(self) -> dict:
@@ -108,11 +117,13 @@ def check_settings(s: TideStudySettings) -> None:
     check_days(s.days)
 
 
-def run_tide_study(s: TideStudySettings, progress: ProgressFactory | None = None) -> TideStudy:
-    """Everything but the writing; `progress(description, total)` yields an `advance(n)` per stage."""
+def run_tide_study(s: TideStudySettings, progress: ProgressFactory | None = None,
+                   history: UserHistory | None = None) -> TideStudy:
+    """Everything but the writing; `progress(description, total)` yields an `advance(n)` per stage;
+    `history`: `s.history` already read (`harness.history.read_history`)."""
     check_settings(s)
-    traces = load_traces(s.traces, days=s.days, max_history_days=s.max_history_days, names=s.trace_names)
-    cluster = build_cluster(traces, ClusterSettings(nodes=s.nodes), seed=s.seed, minutes=s.days * DAY_MIN)
+    traces, cluster, read = study_cluster(s, ClusterSettings(nodes=s.nodes), minutes=s.days * DAY_MIN, min_nodes=2,
+                                          loaded=history)
     pool = build_pool(cluster, s.pool)
     log.info("pool: %d nodes, %d services; online needs %d-%d nodes (mean %.1f)", pool.nodes,
              len(cluster.services), pool.needed.min(), pool.needed.max(), pool.needed.mean())
@@ -134,7 +145,7 @@ def run_tide_study(s: TideStudySettings, progress: ProgressFactory | None = None
         return r
 
     runs = sweep(policies, s.days, run, progress)
-    return TideStudy(s, pool, runs, fc, len(cluster.services), [t.name for t in traces], breakdown)
+    return TideStudy(s, pool, runs, fc, len(cluster.services), [t.name for t in traces], breakdown, read)
 
 
 def details_json(study: TideStudy) -> dict:
