@@ -20,6 +20,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from predictor.types import quantile_column
 
 log = logging.getLogger(__name__)
+# the `reason` label values of tidewise_registry_refused_total (autoscaler.input.registry.refusal_reason)
+REGISTRY_REFUSALS = ("signature", "digest", "schema", "missing", "load", "key")
 
 
 class Metrics:
@@ -67,6 +69,14 @@ class Metrics:
         self.skipped = Gauge("tidewise_skipped", "Objects and series without a decision in the last run", registry=r)
         self.last_success = Gauge("tidewise_last_success_timestamp_seconds", "Wall time of the last good run",
                                   registry=r)
+        self.registry_refused_total = Counter(
+            "tidewise_registry_refused", "Model registry versions refused on load, by why: signature, digest "
+            "(a checksum or the manifest digest), schema, missing, load (verifies but does not parse), key",
+            ["reason"], registry=r)
+        for reason in REGISTRY_REFUSALS:  # every series exists from the start: increase() sees the first refusal
+            self.registry_refused_total.labels(reason)
+        self.registry_version = Gauge("tidewise_registry_version_info",
+                                      "1 for the model registry version serve forecasts with", ["version"], registry=r)
         self.last_run_ok: bool | None = None
         self.last_run_wall: float | None = None
 
@@ -114,6 +124,15 @@ class Metrics:
             row = fc.values[min(lead_steps, len(fc.values) - 1)]
             for j, q in enumerate(fc.quantiles):
                 self.forecast.labels(*parts, quantile_column(q)[1:]).set(float(row[j]))
+
+    def registry_refused(self, reason: str) -> None:
+        """A registry version was refused (autoscaler.input.registry.RegistryReader calls it)."""
+        self.registry_refused_total.labels(reason).inc()
+
+    def registry_loaded(self, version: str) -> None:
+        """The version serve forecasts with from now on."""
+        self.registry_version.clear()
+        self.registry_version.labels(version).set(1)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -7,12 +7,15 @@ loaded when even that fails. Forecasts are made with the stored per-series choic
 version (`predictor.pipeline.serving.forecast_version` re-checks cheaply before each use that its
 folder did not change on disk since, so a changed version cannot slip in), at the quantiles it was
 trained for. A version is read and verified once (`RegistryReader`), not on every run.
+
+Every refused version, and the version loaded, are told to the reader's `events` (serve's metrics:
+`tidewise_registry_refused_total{reason}`, `tidewise_registry_version_info{version}`).
 """
 from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
 from predictor.pipeline.forecasting import ForecastRequest
 from predictor.history import History
@@ -24,6 +27,31 @@ if TYPE_CHECKING:  # annotations only: predictor.registry is imported when a ver
 # what the loop's registry step calls: a folder in, the verified version it serves out (RegistryError when none)
 RegistryLoader = Callable[[str], "RegistryVersion"]
 
+# a RegistryError's message -> the refusal's reason (predictor/registry words them; first match wins)
+_REASONS = (("load", ("does not load",)),
+            ("signature", ("signature", "not signed")),
+            ("digest", ("checksum", "does not match", "changed on disk", "unlisted files", "manifest.sha256")),
+            ("schema", ("schema version", "not valid json", "lists no artifacts", "outside its folder", "names model")),
+            ("missing", ("missing", "no such folder", "does not exist", "has no", "cannot be")))
+
+
+def refusal_reason(message: str) -> str:
+    """load | signature | digest | schema | missing: why a registry version was refused."""
+    text = message.lower()
+    for reason, words in _REASONS:
+        if any(w in text for w in words):
+            return reason
+    return "load"
+
+
+@runtime_checkable
+class RegistryEvents(Protocol):
+    """Told of each refused version and of the version loaded (autoscaler.metrics.Metrics)."""
+
+    def registry_refused(self, reason: str) -> None: ...
+
+    def registry_loaded(self, version: str) -> None: ...
+
 
 class RegistryReader:
     """The loop's registry loader, reading each version once. A call returns the newest version
@@ -33,8 +61,9 @@ class RegistryReader:
     per file, nothing re-hashed) and whose key is the same gets that loaded version back; anything
     else (a new version, a changed folder, a rotated key) loads and verifies afresh."""
 
-    def __init__(self, key_file: str | None = None):
+    def __init__(self, key_file: str | None = None, events: RegistryEvents | None = None):
         self.key_file = key_file
+        self.events = events
         self._loaded: RegistryVersion | None = None
         self._key: bytes | None = None
 
@@ -46,6 +75,7 @@ class RegistryReader:
             try:
                 key = read_key(self.key_file, "registry key file")
             except Exception as exc:  # noqa: BLE001 - a vanished Secret refuses the load, it does not stop the loop
+                self._refused("key")
                 raise RegistryError(str(exc)) from None
         old = self._loaded
         if old is not None and key == self._key:
@@ -55,9 +85,26 @@ class RegistryReader:
                     return old
             except RegistryError:
                 pass  # gone, moved or changed: verify afresh below
-        loaded = self._loaded = load_last_good(path, key=key)
+        refused: list[str] = []
+
+        def on_refused(version: str, exc: RegistryError) -> None:
+            refused.append(version)
+            self._refused(refusal_reason(str(exc)))
+
+        try:
+            loaded = self._loaded = load_last_good(path, on_refused, key=key)
+        except RegistryError as exc:
+            if not refused:  # nothing to try at all: no folder, no `latest`, no version
+                self._refused(refusal_reason(str(exc)))
+            raise
         self._key = key
+        if self.events is not None:
+            self.events.registry_loaded(str(loaded.version))
         return loaded
+
+    def _refused(self, reason: str) -> None:
+        if self.events is not None:
+            self.events.registry_refused(reason)
 
 
 def registry_forecaster(registry: RegistryVersion, path: str) -> Callable[[History, ForecastRequest], list[Forecast]]:

@@ -68,10 +68,12 @@ class ServingLoop:
         self.base_forecaster: Forecaster = forecaster or forecast_history
         self.registry_dir = registry_dir
         if registry_dir and registry_loader is None:
-            from autoscaler.input.registry import RegistryReader, registry_forecaster as default_rf
+            from autoscaler.input.registry import RegistryEvents, RegistryReader, registry_forecaster as default_rf
 
-            # read once per version: later runs re-check the loaded one cheaply (issue 14)
-            registry_loader, registry_forecaster = RegistryReader(settings.loop.registry_key_file), default_rf
+            # read once per version: later runs re-check the loaded one cheaply (issue 14); refusals and
+            # the version loaded go to the metrics
+            events = metrics if isinstance(metrics, RegistryEvents) else None
+            registry_loader, registry_forecaster = RegistryReader(settings.loop.registry_key_file, events), default_rf
         self.registry_loader = registry_loader
         self.registry_forecaster = registry_forecaster
         self.registry: RegistryVersion | None = None  # last good
