@@ -8,7 +8,8 @@
 
 Sections are returned as plain dicts and turned into each package's settings dataclass by
 `settings_from`, which rejects unknown keys so that a typo is an error, not a silent default.
-An unknown section (`prometeus:`) is refused when the file is loaded, whatever the command.
+An unknown section (`prometeus:`) or key, in any section, is refused when the file is loaded,
+whatever the command (the keys: `tidewise.config_keys`).
 """
 from __future__ import annotations
 
@@ -57,7 +58,32 @@ def load_config(path: str | None) -> dict[str, Any]:
     for name, section in data.items():
         if section is not None and not isinstance(section, dict):
             raise InputError(f"config file {path}: section {name!r} must be a mapping of keys, not {type(section).__name__}")
+        check_keys(path, name, section)
     return data
+
+
+def check_keys(path: str, name: str, section: dict[str, Any] | None) -> None:
+    """Refuse a key that no command would read, in every section and sub-section of the file,
+    whatever the command: `prometheus: {urll: x}` is an error for `forecast` as for `fetch`."""
+    from tidewise.config_keys import Keys, section_keys
+
+    def walk(where: str, values: dict[str, Any], keys: Keys) -> None:
+        known = keys.known(where)
+        unknown = sorted(str(k) for k in values if k not in known)
+        if unknown:
+            raise InputError(unknown_key_message(f"config file {path}, section {where!r}", unknown, list(known)))
+        for key, value in values.items():
+            nested = known[key]
+            if nested is None or value is None:
+                continue
+            if not isinstance(value, dict):
+                raise InputError(f"config file {path}, section {where!r}: {key} must be a mapping of keys, "
+                                 f"not {type(value).__name__}")
+            walk(f"{where}.{key}", value, nested)
+
+    keys = section_keys(name)
+    if keys is not None and section:  # None: the settings' source is not installed; the command checks its own
+        walk(name, section, keys)
 
 
 def settings_from(cls: type[T], section: dict[str, Any] | None, name: str, **overrides: Any) -> T:

@@ -27,7 +27,7 @@ from predictor.models.gbm import GlobalGBM
 from predictor.registry import RegistryError, RegistryVersion, load_version, write_version
 from predictor.pipeline.selection import DECISION_QUANTILE, decision_index
 from predictor.timestamps import epoch_ns
-from predictor.types import Choice
+from predictor.types import GLOBAL, Choice
 from training.decision_time import DecisionTimeSettings, fit_decision_models
 
 log = logging.getLogger(__name__)
@@ -258,7 +258,8 @@ def train(
             entries[key] = dict(prev.series[key])
             entries[key]["carried_from"] = prev.version
     start = min(y.index[0] for y in history.series.values())
-    decision_models, decision_summary = _decision_time(history, settings, entries, gm_backtest)
+    gm_decision = _decision_global(history, req, settings, entries, gm_backtest, before=end + step - settings.folds * DAY)
+    decision_models, decision_summary = _decision_time(history, settings, entries, gm_decision)
     training = {"refitted": len(refit), "carried": len(carry), "global_refit": global_refit, "folds": settings.folds,
                 "previous": prev.version if prev else None, "decision_quantile": DECISION_QUANTILE,
                 "global_model": _global_summary(gm_final), "decision_time": decision_summary}
@@ -296,6 +297,21 @@ def _decision_time(history: History, settings: TrainSettings, entries: dict[str,
         return {}, {}
     return fit_decision_models(history, settings.quantiles, settings.folds, settings.decision_time, entries,
                                gm_backtest)
+
+
+def _decision_global(history: History, req: ForecastRequest, settings: TrainSettings,
+                     entries: dict[str, dict[str, Any]], gm_backtest: GlobalGBM | None, *,
+                     before: pd.Timestamp) -> GlobalGBM | None:
+    """The global model the decision-time backtest runs the day-ahead choices with: this run's
+    backtest model, or, when the global model was carried (nothing refitted), one fitted again on
+    the data `before` the held-out days, as the first run did. Without it every series whose choice
+    uses the global GBM dropped out of the fleet's backtest: a second, unchanged `train` reported
+    it over "(1 series)". Only fitted when a decision-time backtest runs and a choice needs it."""
+    if gm_backtest is not None or not (settings.decision_time.enabled and settings.use_global):
+        return gm_backtest
+    if not any(GLOBAL in (e.get("model"), *(e.get("members") or ())) for e in entries.values()):
+        return None
+    return fit_global(history.series, req, before=before, params=settings.global_params)
 
 
 def _previous_version(registry_dir: str, settings: TrainSettings, step: pd.Timedelta) -> RegistryVersion | None:
