@@ -147,6 +147,13 @@ def test_bad_history_files_exit_2_naming_the_file_and_the_fix(fetched, tmp_path,
     assert not (tmp_path / "o").exists()  # nothing half-written
 
 
+def test_pods_that_do_not_fit_the_nodes_given_exit_2(fetched, tmp_path):
+    _, path = fetched
+    r = run_main("simulate", "colocation", "--history", str(path), "--nodes", "1", *FAST, "--out", str(tmp_path / "o"))
+    one_line_exit_2(r, "--nodes 1", "pods request", "leave --nodes out")
+    assert not (tmp_path / "o").exists()
+
+
 def test_without_traces_or_history_the_error_says_what_to_pass(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no ../shared/data beside it
     r = run_main("simulate", "tide", "--out", str(tmp_path / "o"))

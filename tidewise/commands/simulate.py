@@ -59,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
         return run_tide(args)
     from studies.simulation.colocation.runner import run_study, write_outputs
     from studies.simulation.colocation.study import StudySettings
+    from dataclasses import asdict
+
+    from studies.simulation.harness.cluster import ClusterSettings
     from studies.simulation.harness.history import read_history
     from tidewise.paths import prepare_output_dir
     from tidewise.progress import progress
@@ -69,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
                       sweeps=not args.no_sweeps, bursts=args.bursts, forecast_model=args.forecast_model,
                       forecast_level=args.forecast_level,
                       cache_dir=cache_dir(args))
-    history = read_history(s)  # a bad file is named before the output folder is made
+    history = read_history(s, ClusterSettings(**{**asdict(s.cluster), "nodes": s.nodes}))  # before the folder
     prepare_output_dir(args.out)  # before hours of simulation, not after
     study = run_study(s, progress=progress, history=history)
     paths = write_outputs(study, args.out)

@@ -49,6 +49,7 @@ def _headroom(text: str) -> tuple[float, float]:
 
 def run_rebalance(args: argparse.Namespace) -> int:
     from contracts.atomic import write_text_atomic
+    from studies.simulation.harness.cluster import ClusterSettings
     from studies.simulation.harness.history import read_history
     from studies.simulation.rebalance.study import RebalanceStudySettings, check, run_rebalance_study
     from tidewise.paths import prepare_output_dir
@@ -60,7 +61,7 @@ def run_rebalance(args: argparse.Namespace) -> int:
                                cache_dir=cache_dir(args))
     check(s)
     check_traces(args)
-    history = read_history(s)  # a bad file is named before the output folder is made
+    history = read_history(s, ClusterSettings(nodes=s.nodes, headroom=s.headroom), min_nodes=2)  # before the folder
     prepare_output_dir(args.out)  # before the simulation, not after
     print(f"simulating {'the nodes that hold ' + args.history if s.fit_nodes else str(args.nodes) + ' nodes'} x "
           f"{args.days} days (forecasting the {'workloads' if args.history else 'traces'} first) ...", file=sys.stderr)

@@ -18,8 +18,8 @@ Policies: watermark (Katalyst's reactive rule, thresholds swept), schedule (fixe
 windows swept), tidewise (the serving loop's plan on an hourly forecast of the pool's requests,
 lead time and quantile swept). Per setting: node-hours lent, late minutes (online service needed
 more nodes than it had), pods moved and batch goodput. With --history FILE (what `tidewise
-fetch` wrote) the online services are your workloads' pods instead. Writes DIR/results.json, DIR/details.json,
-DIR/report.html.
+fetch` wrote) the online services are your workloads' pods instead. Writes DIR/results.json,
+DIR/details.json, DIR/report.html.
 """
 
 
@@ -32,6 +32,7 @@ def register_tide(inner: argparse._SubParsersAction) -> None:
 
 
 def run_tide(args: argparse.Namespace) -> int:
+    from studies.simulation.harness.cluster import ClusterSettings
     from studies.simulation.harness.history import read_history
     from studies.simulation.tide.report import write_tide_outputs
     from studies.simulation.tide.study import TideStudySettings, check_settings, run_tide_study
@@ -44,7 +45,7 @@ def run_tide(args: argparse.Namespace) -> int:
                           cache_dir=cache_dir(args))
     check_settings(s)
     check_traces(args)
-    history = read_history(s)  # a bad file is named before the output folder is made
+    history = read_history(s, ClusterSettings(nodes=s.nodes), min_nodes=2)  # before the output folder
     prepare_output_dir(args.out)  # before the simulation, not after
     study = run_tide_study(s, progress=progress, history=history)
     paths = write_tide_outputs(study, args.out)

@@ -225,17 +225,21 @@ def summary(h: UserHistory, cluster: Cluster) -> dict:
             "skipped": h.skipped}
 
 
-def read_history(s: SourceSettings) -> UserHistory | None:
-    """The study's history file read and checked (None: the study reads the traces): what the command
-    line calls before it creates the output folder, so that a bad file leaves nothing behind."""
+def read_history(s: SourceSettings, settings: ClusterSettings | None = None, min_nodes: int = 1) -> UserHistory | None:
+    """The study's history file read and checked (None: the study reads the traces), and with the
+    study's cluster `settings` its pods placed once: what the command line calls before it creates the
+    output folder, so that a bad file or too few nodes leave nothing behind."""
     if s.history is None:
         return None
     from predictor.durations import parse_duration
     from studies.simulation.harness.sweep import check_days
 
     check_days(s.days)
-
-    return load_user_history(s.history, parse_duration(s.history_step, what="--step"), s.days, s.max_history_days)
+    h = load_user_history(s.history, parse_duration(s.history_step, what="--step"), s.days, s.max_history_days)
+    if settings is not None:
+        rng = np.random.default_rng(np.random.SeedSequence([s.seed, 1]))
+        _place(h, _pods(h, settings, rng), settings, s.fit_nodes, min_nodes)
+    return h
 
 
 def study_cluster(s: SourceSettings, settings: ClusterSettings, minutes: int, min_nodes: int = 1,
