@@ -97,6 +97,8 @@ class ServingLoop:
         self.failures = 0
         self.last_report: RunReport | None = None
         self.last_good: RunReport | None = None
+        # told of every run once it is done (frozen ones too): the live page of `serve --ui` (autoscaler/ui)
+        self.observers: list[Callable[[RunReport, RunContext], None]] = []
 
     def feature(self, name: str) -> Feature:
         """The feature of that name (its state: e.g. the tide margins, the rebalance Evictor)."""
@@ -142,6 +144,11 @@ class ServingLoop:
             self.metrics.observe(rep, ctx.forecasts, ctx.hpa_series, lead)
         rep.steps.append(StepTiming("metrics", time.perf_counter() - t, True))
         self.last_report = rep
+        for observe in self.observers:
+            try:
+                observe(rep, ctx)
+            except Exception:  # noqa: BLE001 - an observer never stops the loop
+                log.exception("run observer %r failed", observe)
         return rep
 
     @staticmethod

@@ -8,9 +8,9 @@ from autoscaler.settings.katalyst import SPD_OPT_IN, IhpaSettings, SpdSettings, 
 from autoscaler.settings.rebalance import RebalanceSettings
 from autoscaler.settings.select import MANAGE_ANNOTATION, KindSelection, SelectSettings
 from autoscaler.settings.serve import (GIB, MIB, GuardrailSettings, HpaSettings, LoopSettings, ReclaimSettings,
-                                       ServeSettings, VpaSettings)
+                                       ServeSettings, UiSettings, VpaSettings)
 from autoscaler.settings.tide import TideSettings
 
 __all__ = ["GIB", "MIB", "MANAGE_ANNOTATION", "SPD_OPT_IN", "GuardrailSettings", "HpaSettings", "IhpaSettings",
            "KindSelection", "LoopSettings", "ReclaimSettings", "RebalanceSettings", "SelectSettings",
-           "ServeSettings", "SpdSettings", "TideSettings", "VpaSettings", "katalyst_kinds"]
+           "ServeSettings", "SpdSettings", "TideSettings", "UiSettings", "VpaSettings", "katalyst_kinds"]

@@ -210,6 +210,18 @@ class LoopSettings:
 
 
 @dataclass
+class UiSettings:
+    """The live page of `tidewise serve --ui` (docs/serve-ui.md, autoscaler/ui/): read-only, off by default."""
+
+    enabled: bool = False  # `--ui`: the page is for people; the loop does not need it
+    # loopback: this machine only (in a cluster, `kubectl port-forward`); an address such as 0.0.0.0:8088
+    # shows every decision to whoever reaches the pod, so it is given explicitly (`--ui-address`)
+    address: str = "127.0.0.1:8088"
+    # the page reloads itself this often, seconds: a quarter of the 60 s interval, so a run shows within 15 s
+    refresh_seconds: int = 15
+
+
+@dataclass
 class ServeSettings:
     vpa: VpaSettings = field(default_factory=VpaSettings)
     hpa: HpaSettings = field(default_factory=HpaSettings)
@@ -222,3 +234,4 @@ class ServeSettings:
     tide: TideSettings = field(default_factory=TideSettings)  # settings/tide.py
     # what serve may write (settings/select.py): VPAs/SPDs as they opt in, HPAs/Nodes/IHPAs/pools only when selected
     select: SelectSettings = field(default_factory=SelectSettings)
+    ui: UiSettings = field(default_factory=UiSettings)  # the live page (`serve --ui`)

@@ -7,6 +7,8 @@ import dataclasses
 import json
 import sys
 
+from tidewise.commands import serve_ui
+
 HELP = """\
 Every --interval: refresh the model registry, fetch recent history, forecast, recommend, apply
 guardrails and write what changed. Dry-run unless --apply. Offline: --cluster-state FILE reads
@@ -65,6 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tide", action="store_true",
                    help="also lend idle tide nodes of Katalyst TideNodePools to batch and hand them back ahead of the "
                         "forecast (docs/tide.md; writes only with --apply; settings in the serve: tide: section)")
+    serve_ui.add_flags(p)  # --ui, --ui-address: the live page
     p.set_defaults(func=run)
 
 
@@ -75,7 +78,7 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
     from tidewise.config import settings_from
 
     section = dict((args.settings or {}).get("serve") or {})
-    known = {"vpa", "hpa", "reclaim", "guardrails", "loop", "rebalance", "tide", "spd", "ihpa", "select"}
+    known = {"vpa", "hpa", "reclaim", "guardrails", "loop", "rebalance", "tide", "spd", "ihpa", "select", "ui"}
     if set(section) - known:
         raise InputError(f"config section 'serve': unknown key(s) {sorted(set(section) - known)}; known: {sorted(known)}")
     from autoscaler.settings import RebalanceSettings
@@ -102,6 +105,7 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
     except ValueError as exc:
         raise InputError(f"config section 'serve.vpa': {exc}") from None
     return ServeSettings(
+        ui=serve_ui.ui_settings(args, section.get("ui")),
         select=_select(section.get("select")),
         spd=settings_from(SpdSettings, section.get("spd"), "serve.spd"),
         ihpa=settings_from(IhpaSettings, section.get("ihpa"), "serve.ihpa"),
@@ -182,6 +186,7 @@ def _check_args(args: argparse.Namespace, settings) -> None:
         raise InputError("--source file needs --input PATH (a long CSV/Parquet history)")
     if args.input and args.source != "file":
         raise InputError("--input is only used with --source file")
+    serve_ui.listen_address(args, settings)  # --ui's flags
 
 
 def _check_paths(args: argparse.Namespace, settings) -> None:
@@ -350,6 +355,7 @@ def _forever(args: argparse.Namespace, loop, sink, metrics, lease_kube, address:
     from autoscaler.routines.runner import Runner, leader_elector
     from contracts.errors import InputError
 
+    ui = serve_ui.start(args, loop, sink)  # first: a busy --ui-address exits 2 before anything else starts
     elector = leader_elector(lease_kube, loop.settings.loop, args.identity) if lease_kube is not None else None
     runner = Runner(loop, elector, lambda: metrics.last_run_ok, lambda rep: _print(rep, sink))
     runner.stop_on_sigterm()
@@ -369,6 +375,8 @@ def _forever(args: argparse.Namespace, loop, sink, metrics, lease_kube, address:
     finally:
         if server:
             server.stop()
+        if ui:
+            ui.stop()
     return 0
 
 
