@@ -127,7 +127,7 @@ def _cluster_files(root) -> tuple[str, str, str]:
 
     end = pd.Timestamp.now(tz="UTC").ceil("1min")  # the last sample is under a minute old
     # four workloads: three scale out (an HPA; their VPAs size memory only), cron-reporter is sized in both
-    cluster = generate_cluster(seed=3, workloads=4, namespaces=2, nodes=2, days=3, end=end, gaps=False)
+    cluster = generate_cluster(seed=3, workloads=4, namespaces=2, nodes=2, days=2, end=end, gaps=False)
     om, history, state = root / "cluster.om", root / "history.parquet", root / "cluster-state.yaml"
     with open(om, "w") as fh:
         cluster.write_openmetrics(fh, pd.Timedelta("1m"))
