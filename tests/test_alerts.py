@@ -14,11 +14,11 @@ import yaml
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
-from autoscaler.metrics import Metrics
+from autoscaler.metrics import REGISTRY_REFUSALS, Metrics
 from autoscaler.output import sinks
 from autoscaler.routines.context import FROZEN, KILLED, OK
 from extender.metrics import ExtenderMetrics
-from node_enforcer.metrics import EnforcerMetrics
+from node_enforcer.metrics import EVICTION_REASONS, STAGES, EnforcerMetrics
 from tests.conftest import ROOT
 
 RULE_FILE = os.path.join(ROOT, "deploy", "alerts.rules.yaml")
@@ -229,3 +229,18 @@ def test_the_synthetic_series_are_named_and_labelled_as_the_code_exports_them():
             own = {k for k in keys if not k.startswith("exported_")} - SCRAPE_LABELS
             own |= {k[len("exported_"):] for k in keys if k.startswith("exported_")}
             assert own == exported[name], f"{s['series']}: labels {keys} vs {exported[name]}"
+
+
+def test_the_synthetic_series_carry_label_values_the_code_writes():
+    values = {("tidewise_enforcer_errors_total", "stage"): set(STAGES),
+              ("tidewise_enforcer_evictions_total", "reason"): set(EVICTION_REASONS),
+              ("tidewise_registry_refused_total", "reason"): set(REGISTRY_REFUSALS)}
+    seen = set()
+    for t in _load(UNIT_TESTS)["tests"]:
+        for s in t["input_series"]:
+            name, labels = re.fullmatch(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\}", s["series"]).groups()
+            for label, value in re.findall(r'(\w+)="([^"]*)"', labels):
+                if (name, label) in values:
+                    assert value in values[name, label], f"{s['series']}: {label}={value!r} is never written"
+                    seen.add((name, label))
+    assert seen == set(values)
