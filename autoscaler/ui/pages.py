@@ -9,15 +9,16 @@ from urllib.parse import quote
 
 from autoscaler.ui.charts import BAND, MEDIAN, REQUEST, TARGET, USAGE, chart, svg
 from autoscaler.ui.snapshot import APPLY, Snapshot
-from contracts.quantity import format_units
+from contracts.quantity import GIB, format_units
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
 table{border-collapse:collapse;margin:8px 0 20px}th,td{border-bottom:1px solid #ddd;padding:4px 10px;text-align:left}
 th{background:#f3f5f8}td.num{text-align:right;font-variant-numeric:tabular-nums}.banner{padding:8px;background:#fff4d6}
 .muted{color:#666}.legend span{display:inline-block;margin-right:16px}.legend i{display:inline-block;width:18px;
 height:4px;margin-right:4px;vertical-align:middle}a{color:#1f5fa8}"""
-COLUMNS = ("workload", "kind", "replicas", "cpu request", "cpu recommended", "memory request", "memory recommended",
-           "regime", "saves (cores)", "saves (GiB)", "change")
+COLUMNS = ("workload", "kind", "replicas", "cpu request (cores)", "cpu recommended (cores)", "memory request (GiB)",
+           "memory recommended (GiB)", "regime", "saves (cores)", "saves (GiB)", "change")
+UNIT = {"cpu": "cores", "memory": "GiB"}
 
 
 def e(value: object) -> str:
@@ -28,8 +29,17 @@ def href(*segments: str) -> str:
     return e("/" + "/".join(quote(s, safe="") for s in segments))
 
 
-def qty(resource: str, units: int | None) -> str:
-    return "—" if units is None else format_units(resource, units)
+def amount(resource: str, units: int | None) -> str:
+    """Millicpu as cores, bytes as GiB, to 3 decimals (the exact quantity is the cell's title)."""
+    if units is None:
+        return "—"
+    return f"{units / 1000:.3f}" if resource == "cpu" else f"{units / GIB:.3f}" if resource == "memory" else str(units)
+
+
+def cell(resource: str, units: int | None, cls: str, unit: bool = False) -> str:
+    exact = "" if units is None else f' title="{e(format_units(resource, units))}"'
+    suffix = f" {UNIT.get(resource, '')}" if unit and units is not None else ""
+    return f'<td class="{cls} num"{exact}>{e(amount(resource, units) + suffix)}</td>'
 
 
 def num(value: float | None) -> str:
@@ -40,7 +50,7 @@ def frame(title: str, body: str, doc: dict[str, Any], refresh: int) -> str:
     run, latest = doc.get("run"), doc.get("latest")
     mode = doc["mode"]
     says = "changes are written to the cluster" if mode == APPLY else \
-        f"{mode}: nothing is written to the cluster; changes show as \"would write\""
+        "nothing is written to the cluster; changes show as \"would write\""
     head = (f'<p class="run">run {e(run["number"])}, decision time {e(run["now"])}, completed {e(run["completed"])}; '
             f'mode <b class="mode">{e(mode)}</b>: {e(says)}</p>' if run else
             '<p class="run">no run has completed yet</p>')
@@ -58,14 +68,14 @@ def _row(w: dict[str, Any]) -> str:
     t = w["totals"]
     cells = [("name", f'<a href="{href("w", w["namespace"], w["kind"], w["name"])}">{e(w["name"])}</a>'),
              ("kind", e(w["kind"])), ("replicas num", e(w["replicas"]))]
+    html = "".join(f'<td class="{c}">{v}</td>' for c, v in cells)
     for res in ("cpu", "memory"):
         got = t.get(res) or {}
-        cells += [(f"{res}-request num", e(qty(res, got.get("request")) if got else "—")),
-                  (f"{res}-target num", e(qty(res, got.get("target")) if got else "—"))]
-    cells += [("regime", e(w["regime"])), ("saves-cores num", e(num(w["saves"]["cores"]))),
-              ("saves-gib num", e(num(w["saves"]["gib"]))), ("change", e(w["change"]))]
-    return f'<tr class="workload" data-key="{e(w["key"])}">' + "".join(
-        f'<td class="{c}">{v}</td>' for c, v in cells) + "</tr>"
+        html += cell(res, got.get("request"), f"{res}-request") + cell(res, got.get("target"), f"{res}-target")
+    cells = [("regime", e(w["regime"])), ("saves-cores num", e(num(w["saves"]["cores"]))),
+             ("saves-gib num", e(num(w["saves"]["gib"]))), ("change", e(w["change"]))]
+    html += "".join(f'<td class="{c}">{v}</td>' for c, v in cells)
+    return f'<tr class="workload" data-key="{e(w["key"])}">{html}</tr>'
 
 
 def _sum(ws: list[dict[str, Any]], unit: str) -> float:
@@ -121,9 +131,10 @@ def workload(snap: Snapshot, key: str, refresh: int) -> str | None:
         for r in c["resources"]:
             rows.append(f'<tr class="resource" data-container="{e(c["container"])}" data-resource="{e(r["resource"])}">'
                         f'<td>{e(c["container"])}</td><td>{e(r["resource"])}</td>'
-                        f'<td class="request num">{e(qty(r["resource"], r["request"]))}</td>'
-                        f'<td class="target num">{e(r["target_text"])}</td>'
-                        f'<td class="bounds num">{e(r["lower_text"])} – {e(r["upper_text"])}</td>'
+                        + cell(r["resource"], r["request"], "request", True)
+                        + cell(r["resource"], r["target"], "target", True)
+                        + f'<td class="bounds num" title="{e(r["lower_text"])} – {e(r["upper_text"])}">'
+                        f'{e(amount(r["resource"], r["lower"]))} – {e(amount(r["resource"], r["upper"]))}</td>'
                         f'<td class="regime">{e(r["regime"])}</td><td class="regime-why">{e(r["regime_why"])}</td>'
                         f'<td class="reason">{e(r["reason"])}</td></tr>')
             ch = chart(snap.charts, key, c["container"], r["resource"], w["replicas"], r["request"], r["target"]) \

@@ -132,6 +132,11 @@ def rows(html, row_class):
     return p.rows
 
 
+def shown(resource, units):
+    """A request or recommendation as the page shows it: cores or GiB to 3 decimals."""
+    return "—" if units is None else f"{units / 1000:.3f}" if resource == "cpu" else f"{units / GIB:.3f}"
+
+
 def review_yaml(d, w):
     with open(d / "out" / "verticalpodautoscaler" / w["namespace"] / f"{w['vpa']}.yaml") as fh:
         return yaml.safe_load(fh)
@@ -171,15 +176,15 @@ def test_the_fleet_page_shows_the_numbers_of_decisions_json(served):
     code, html, headers = get(base + "/")
     assert code == 200 and "default-src 'none'" in headers["Content-Security-Policy"]
     assert f"run {doc['run']['number']}, decision time {doc['run']['now']}" in html and "would write" in html
-    shown = {r["data-key"]: r for r in rows(html, "workload")}
-    assert set(shown) == {w["key"] for w in doc["workloads"]}
+    on_page = {r["data-key"]: r for r in rows(html, "workload")}
+    assert set(on_page) == {w["key"] for w in doc["workloads"]}
     for w in doc["workloads"]:
-        row = shown[w["key"]]
+        row = on_page[w["key"]]
         assert row["name"] == w["name"] and row["replicas"] == str(w["replicas"]) and row["change"] == w["change"]
         for res in ("cpu", "memory"):
             t = w["totals"].get(res)
-            assert row[f"{res}-target"] == (format_units(res, t["target"]) if t else "—")
-            assert row[f"{res}-request"] == (format_units(res, t["request"]) if t else "—")
+            assert row[f"{res}-target"] == (shown(res, t["target"]) if t else "—")
+            assert row[f"{res}-request"] == (shown(res, t["request"]) if t else "—")
         assert row["saves-cores"] == pages.num(w["saves"]["cores"]) and row["saves-gib"] == pages.num(w["saves"]["gib"])
         assert row["regime"] == w["regime"]
     ns = doc["workloads"][0]["namespace"]
@@ -193,13 +198,15 @@ def test_a_workload_page_shows_each_resource_its_regime_reason_and_plot(served):
     w = next(w for w in doc["workloads"] if w["key"] == key)
     code, html, _ = get(base + "/w/" + key)
     assert code == 200
-    shown = {(r["data-container"], r["data-resource"]): r for r in rows(html, "resource")}
-    assert len(shown) == sum(len(c["resources"]) for c in w["containers"]) == 2
+    on_page = {(r["data-container"], r["data-resource"]): r for r in rows(html, "resource")}
+    assert len(on_page) == sum(len(c["resources"]) for c in w["containers"]) == 2
     for c in w["containers"]:
         for r in c["resources"]:
-            row = shown[(c["container"], r["resource"])]
-            assert row["request"] == r["request_text"] and row["target"] == r["target_text"]
-            assert row["bounds"] == f"{r['lower_text']} – {r['upper_text']}"
+            row = on_page[(c["container"], r["resource"])]
+            unit = " cores" if r["resource"] == "cpu" else " GiB"
+            assert row["request"] == shown(r["resource"], r["request"]) + unit
+            assert row["target"] == shown(r["resource"], r["target"]) + unit
+            assert row["bounds"] == f"{shown(r['resource'], r['lower'])} – {shown(r['resource'], r['upper'])}"
             assert row["reason"] == r["reason"] and row["regime-why"] == r["regime_why"]
             assert row["regime"] == ("in-place" if r["resource"] == "cpu" else "restart")
             assert row["regime-why"].startswith(f"regime {row['regime']} (")
