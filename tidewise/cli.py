@@ -61,6 +61,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose < 2:
         # retries are reported by our own error line; urllib3's per-retry warnings are noise
         logging.getLogger("urllib3").setLevel(logging.ERROR)
+    from tidewise.paths import new_folders
+
+    with new_folders() as made:
+        code = _run(args)
+        if code == EXIT_USAGE:  # refused: no empty output folder left behind
+            made.remove_empty()
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The subcommand, its errors as one line and an exit code (2: the input, 1: the run)."""
     from contracts.errors import InputError, TidewiseError
     from tidewise.config import load_config
 

@@ -1,13 +1,16 @@
 """Checks of the paths given on the command line, made before any work so that a typo costs
-nothing: outputs (see `contracts.atomic`), output folders and model registries."""
+nothing: outputs (see `contracts.atomic`), output folders (removed again when a refused run
+leaves them empty) and model registries."""
 from __future__ import annotations
 
+import contextlib
 import os
+from typing import Iterator
 
 from contracts.atomic import check_output_path, check_writable_folder
 from contracts.errors import InputError
 
-__all__ = ["check_output_path", "prepare_output_dir", "input_file", "existing_registry", "registry_to_write"]
+__all__ = ["check_output_path", "prepare_output_dir", "new_folders", "input_file", "existing_registry", "registry_to_write"]
 
 
 def input_file(path: str, flag: str = "--input") -> str:
@@ -45,9 +48,43 @@ def check_folder_to_fill(path: str, *, what: str = "--out") -> bool:
     return False
 
 
+class NewFolders:
+    """The output folders this run of a command created (`prepare_output_dir`): a run refused after
+    creating one (serve's --out, then a malformed --cluster-state) removes it again if it is still
+    empty, so exit 2 leaves nothing behind. A folder that existed before the run is never removed."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+
+    def remove_empty(self) -> list[str]:
+        """Remove the folders created by this run that hold nothing; the removed ones."""
+        removed = []
+        for path in reversed(self.paths):
+            with contextlib.suppress(OSError):  # not empty (the run wrote there) or already gone: kept
+                os.rmdir(path)
+                removed.append(path)
+        self.paths.clear()
+        return removed
+
+
+_new_folders: NewFolders | None = None  # the command line's current run (`tidewise.cli.main`); None: no run
+
+
+@contextlib.contextmanager
+def new_folders() -> Iterator[NewFolders]:
+    """The folders `prepare_output_dir` creates while the block runs (one command-line run)."""
+    global _new_folders
+    outer, _new_folders = _new_folders, NewFolders()
+    try:
+        yield _new_folders
+    finally:
+        _new_folders = outer
+
+
 def prepare_output_dir(path: str, *, what: str = "--out") -> str:
     """An output folder that the command fills: used if it exists, created if only its last
-    component is missing; a file there or a missing parent is an InputError."""
+    component is missing; a file there or a missing parent is an InputError. A folder created
+    here is removed again, when still empty, if the command then exits 2 (see `NewFolders`)."""
     path = os.fspath(path)
     if check_folder_to_fill(path, what=what):
         return path
@@ -55,6 +92,8 @@ def prepare_output_dir(path: str, *, what: str = "--out") -> str:
         os.mkdir(path)
     except OSError as exc:
         raise InputError(f"{what} {path}: cannot create it ({exc.strerror})") from None
+    if _new_folders is not None:
+        _new_folders.paths.append(os.path.abspath(path))
     return path
 
 

@@ -124,3 +124,37 @@ def test_a_full_valid_file_loads_without_importing_the_serving_loop_or_pandas(tm
             "print(sorted(m for m in ('pandas', 'numpy', 'autoscaler', 'predictor', 'node_enforcer') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
+
+
+# --- no empty output folder on exit 2 ------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", ["cluster-state", "input"])
+def test_serve_refused_after_checking_out_leaves_no_folder(tmp_path, capsys, bad):
+    """`serve --sink file --out DIR` creates DIR while checking its paths; an input refused after
+    that (a malformed --cluster-state, a missing --input) exits 2 and DIR is gone again."""
+    (tmp_path / "bad.yaml").write_text("items: [unclosed\n")
+    (tmp_path / "ok.yaml").write_text("items: []\n")
+    state, source = (("bad.yaml", ["--source", "synthetic"]) if bad == "cluster-state"
+                     else ("ok.yaml", ["--source", "file", "--input", str(tmp_path / "missing.csv")]))
+    argv = ["serve", "--once", "--cluster-state", str(tmp_path / state), *source, "--sink", "file",
+            "--out", str(tmp_path / "recs")]
+    assert main(argv) == 2
+    assert "error: --" in capsys.readouterr().err
+    assert not (tmp_path / "recs").exists()
+    (tmp_path / "recs").mkdir()  # a folder the user made is theirs: kept, empty or not
+    assert main(argv) == 2 and (tmp_path / "recs").is_dir()
+
+
+def test_only_empty_folders_this_run_created_are_removed(tmp_path):
+    from tidewise.paths import new_folders, prepare_output_dir
+
+    (tmp_path / "theirs").mkdir()
+    with new_folders() as made:
+        for name in ("theirs", "empty", "written"):
+            prepare_output_dir(str(tmp_path / name))
+        (tmp_path / "written" / "a.yaml").write_text("x")
+        assert made.paths == [str(tmp_path / "empty"), str(tmp_path / "written")]
+        assert made.remove_empty() == [str(tmp_path / "empty")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs", "written"]
+    prepare_output_dir(str(tmp_path / "outside"))  # outside a command-line run: nothing tracked, nothing removed
+    assert (tmp_path / "outside").is_dir()
