@@ -11,7 +11,14 @@ from __future__ import annotations
 import base64
 import html
 import io
+import warnings
 from typing import Any, Callable, Sequence
+
+FIG_WIDTH = 9.0  # inches, every figure (648 px at 72 dpi): the plots of a page line up, none dwarfs another
+LEGEND_SIZE = 8  # points: 6-7 pt legends were unreadable at 72 dpi
+LABEL_SIZE = 8  # points: axis labels and ticks
+GIB = float(2 ** 30)
+UNITS = {"cpu": "cores", "memory": "GiB"}  # a series' resource -> its axis unit (memory is stored in bytes)
 
 CSS = """
 body { font-family: -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 1.5em; color: #222; max-width: 1400px; }
@@ -35,15 +42,60 @@ def pyplot() -> Any:
     return plt
 
 
+def figure(height: float = 2.8, ncols: int = 1) -> tuple[Any, Any]:
+    """(figure, axes): FIG_WIDTH wide and `height` inches high, `ncols` axes side by side."""
+    return pyplot().subplots(1, ncols, figsize=(FIG_WIDTH, height))
+
+
+def legend(ax: Any, **kwargs: Any) -> Any:
+    """The axes' legend at the pages' readable size (kwargs: loc, ncol, ...)."""
+    return ax.legend(fontsize=LEGEND_SIZE, **kwargs)
+
+
+def _gib(v: float, _pos: Any = None) -> str:
+    return f"{v / GIB:g}"
+
+
+def unit_axis(ax: Any, unit: str, what: str = "") -> None:
+    """Label the y axis "what, unit". unit "GiB" means the data are bytes: the ticks are put at
+    round numbers of GiB and written in GiB (raw bytes, 4.29e9, read as noise)."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    if unit == "GiB":
+        class GibLocator(MaxNLocator):  # round GiB ticks: place in GiB, return bytes
+            def tick_values(self, vmin: float, vmax: float) -> Any:
+                return [v * GIB for v in super().tick_values(vmin / GIB, vmax / GIB)]
+
+        ax.yaxis.set_major_locator(GibLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]))
+        ax.yaxis.set_major_formatter(FuncFormatter(_gib))
+    ax.set_ylabel(f"{what}, {unit}" if what else unit, fontsize=LABEL_SIZE)
+
+
+def readable_legends(fig: Any) -> None:
+    """Raise every legend text of `fig` smaller than LEGEND_SIZE to it (a floor for every page)."""
+    for leg in [ax.get_legend() for ax in fig.axes] + list(fig.legends):
+        for text in leg.get_texts() if leg is not None else ():
+            text.set_fontsize(max(text.get_fontsize(), LEGEND_SIZE))
+
+
 def figure_png(fig: Any, dpi: int = 72) -> str:
     """A matplotlib figure as base64 PNG text, for `<img src="data:image/png;base64,...">`; the
-    figure is closed (pages draw hundreds of them)."""
+    figure is closed (pages draw hundreds of them). Every figure leaves FIG_WIDTH wide (height
+    scaled alike), laid out inside its own frame, so the PNGs of a page have one width in pixels,
+    and with legends at LEGEND_SIZE at least."""
     buf = io.BytesIO()
     try:
-        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+        readable_legends(fig)
+        w, h = fig.get_size_inches()
+        fig.set_size_inches(FIG_WIDTH, h * FIG_WIDTH / w)
+        with warnings.catch_warnings():  # "not compatible with tight_layout": it then keeps the layout
+            warnings.simplefilter("ignore", UserWarning)
+            fig.tight_layout()
+        fig.savefig(buf, format="png", dpi=dpi)
     finally:
         pyplot().close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
+
 
 
 def page_start(title: str, meta: str | None = None) -> list[str]:

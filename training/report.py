@@ -17,7 +17,7 @@ import pandas as pd
 from contracts.atomic import write_text_atomic
 from predictor.history import History
 from predictor.types import Forecast
-from reports.pages import PAGE_END, figure_png, page_start, plot_blocks, pyplot
+from reports.pages import PAGE_END, UNITS, figure, figure_png, legend, page_start, plot_blocks, pyplot, unit_axis
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +69,12 @@ def _peak_span(window: Any, index: pd.DatetimeIndex) -> list[tuple[pd.Timestamp,
 
 def plot_series(key: str, y: pd.Series | None, fc: Forecast | None, profile: dict[str, Any] | None = None) -> str:
     """One PNG (base64): history, forecast median and band, peak windows shaded."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(8.5, 2.6))
+    return figure_png(series_figure(key, y, fc, profile))
+
+
+def series_figure(key: str, y: pd.Series | None, fc: Forecast | None, profile: dict[str, Any] | None = None) -> Any:
+    """The matplotlib figure of `plot_series`, the y axis in the series' unit (cores, GiB)."""
+    fig, ax = figure(2.6)
     try:
         shown_index: list[pd.Timestamp] = []
         if y is not None and len(y):
@@ -93,12 +97,15 @@ def plot_series(key: str, y: pd.Series | None, fc: Forecast | None, profile: dic
             for i, (a, b) in enumerate(_peak_span(profile.get("peak_window"), span_index)):
                 ax.axvspan(a, b, color="#f5a623", alpha=0.15, lw=0, label="peak window" if i == 0 else None)
         ax.set_title(key, fontsize=9, loc="left")
+        resource = key.rsplit("/", 1)[-1]
+        unit_axis(ax, UNITS.get(resource, "value"), resource if resource in UNITS else "")
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, loc="upper left", ncol=4)
-        return figure_png(fig)
-    finally:
-        plt.close(fig)
+        legend(ax, loc="upper left", ncol=4)
+        return fig
+    except BaseException:
+        pyplot().close(fig)
+        raise
 
 
 def _fmt(v: Any) -> str:

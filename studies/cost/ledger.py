@@ -19,7 +19,7 @@ from studies.cost.prices import Prices
 DEFAULT_POLICY = "tidewise"  # the simulators' label of Tidewise at its default setting
 NAMESPACE_COLUMNS = ("namespace", "series", "used_core_hours", "used_gib_hours", "used_cost",
                      "requested_core_hours", "requested_gib_hours", "requested_cost", "idle_cost",
-                     "vpa_before_cost", "vpa_tidewise_cost", "vpa_saved")
+                     "vpa_before_cost", "vpa_used_cost", "vpa_tidewise_cost", "vpa_saved")
 
 
 @dataclass
@@ -62,13 +62,14 @@ class Namespaces:
     rows: dict[str, dict[str, float]] = field(default_factory=dict)
     hourly: dict[str, list[pd.Series]] = field(default_factory=dict)
 
-    def add(self, sid: str, column: str, amounts: pd.Series, money: pd.Series) -> None:
+    def add(self, sid: str, column: str, amounts: pd.Series, money: pd.Series, hourly: bool = True) -> None:
         row = self.rows.setdefault(SeriesKey.parse(sid).namespace, {})
         if column in ("used", "requested"):
             unit, total = _hours(sid, amounts)
             _add(row, f"{column}_{unit}", total)
         _add(row, f"{column}_cost", float(money.sum()))
-        self.hourly.setdefault(column, []).append(money)
+        if hourly:
+            self.hourly.setdefault(column, []).append(money)
 
 
 def price_usage(prices: Prices, usage: HourlySeries, requests: dict[str, float] | None) -> Namespaces:
@@ -82,9 +83,12 @@ def price_usage(prices: Prices, usage: HourlySeries, requests: dict[str, float] 
     return out
 
 
-def price_vpa(prices: Prices, vpa: HourlySeries, requests: dict[str, float], into: Namespaces) -> int:
+def price_vpa(prices: Prices, vpa: HourlySeries, requests: dict[str, float], into: Namespaces,
+              usage: HourlySeries | None = None) -> int:
     """Tidal requests: each hour, the request before (the cluster state's) against Tidewise's
-    recommendation for that hour, both priced at that hour's price. Returns the series priced."""
+    recommendation for that hour, both priced at that hour's price; and the usage of those same
+    series in those same hours (`vpa_used`: what the two requests compare with, over the replay's
+    window, not the history's). Returns the series priced."""
     n = 0
     for sid, targets in vpa.by_id.items():
         if sid not in requests:
@@ -92,6 +96,10 @@ def price_vpa(prices: Prices, vpa: HourlySeries, requests: dict[str, float], int
         before = pd.Series(requests[sid], index=targets.index)
         into.add(sid, "vpa_before", before, priced(prices, sid, before))
         into.add(sid, "vpa_tidewise", targets, priced(prices, sid, targets))
+        used = usage.by_id.get(sid) if usage is not None else None
+        if used is not None:
+            used = used[used.index.isin(targets.index)]
+            into.add(sid, "vpa_used", used, priced(prices, sid, used), hourly=False)
         n += 1
     return n
 

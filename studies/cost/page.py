@@ -15,7 +15,7 @@ import pandas as pd
 from contracts.atomic import write_text_atomic
 from studies.cost.ledger import NAMESPACE_COLUMNS
 from studies.cost.report import CostReport
-from reports.pages import PAGE_END, figure_png, image, page_start, pyplot, table
+from reports.pages import PAGE_END, figure, figure_png, image, legend, page_start, table
 
 NOT_MEASURED = "not measured"
 HOURLY_LABELS = {"requested": "requested", "used": "used", "vpa_before": "requests before Tidewise (replayed series)",
@@ -38,20 +38,37 @@ def _cell(v: Any) -> str:
     return html.escape(f"{v:,.2f}" if isinstance(v, float) else str(v))
 
 
+# the namespace chart's bars: (label, column), over the replay's window when a replay was priced
+REPLAY_BARS = (("requested before Tidewise", "vpa_before_cost"), ("used", "vpa_used_cost"),
+               ("Tidewise's requests", "vpa_tidewise_cost"))
+HISTORY_BARS = (("requested", "requested_cost"), ("used", "used_cost"))
+
+
+def namespace_bars(report: CostReport) -> tuple[str, list[str], dict[str, list[float | None]]]:
+    """The chart's data: (the period every bar covers, the namespaces, label -> cost per namespace).
+    Every bar covers the same hours of the same series: with a replay, the replayed series over the
+    replay's hours (the request before, the usage and Tidewise's requests); without, the history."""
+    replayed = [r for r in report.namespaces if r["vpa_tidewise_cost"] is not None]
+    rows, bars, period = (replayed, REPLAY_BARS, f"replayed series, vpa replay {report.windows.get('vpa replay')}") \
+        if replayed else (report.namespaces, HISTORY_BARS, f"history {report.windows.get('history')}")
+    values = {label: [r[col] for r in rows] for label, col in bars if any(r[col] is not None for r in rows)}
+    return period, [r["namespace"] for r in rows], values
+
+
 def namespace_plot(report: CostReport) -> str | None:
-    """Requested, used and (where replayed) Tidewise's requests, in money per namespace."""
-    rows = report.namespaces
-    cols = [c for c in ("requested_cost", "used_cost", "vpa_tidewise_cost") if any(r[c] is not None for r in rows)]
-    if not rows or not cols:
+    """Requested, used and (where replayed) Tidewise's requests, in money per namespace, all over
+    one period (named in the title)."""
+    period, names, values = namespace_bars(report)
+    if not names or not values:
         return None
-    fig, ax = pyplot().subplots(figsize=(max(5.0, 1.2 * len(rows) + 2), 3))
-    x, width = np.arange(len(rows)), 0.8 / len(cols)
-    for i, c in enumerate(cols):
-        ax.bar(x + i * width, [r[c] or 0.0 for r in rows], width, label=c.replace("_cost", "").replace("_", " "))
-    ax.set_xticks(x + width * (len(cols) - 1) / 2, [r["namespace"] for r in rows], fontsize=7, rotation=20)
+    fig, ax = figure(3.2)
+    x, width = np.arange(len(names)), 0.8 / len(values)
+    for i, (label, v) in enumerate(values.items()):
+        ax.bar(x + i * width, [np.nan if c is None else c for c in v], width, label=label)
+    ax.set_xticks(x + width * (len(values) - 1) / 2, names, fontsize=7, rotation=20)
     ax.set_ylabel(report.prices.currency, fontsize=8)
-    ax.set_title("cost per namespace", fontsize=9)
-    ax.legend(fontsize=7)
+    ax.set_title(f"cost per namespace: {period}", fontsize=9)
+    legend(ax)
     return figure_png(fig)
 
 
@@ -60,7 +77,7 @@ def hourly_plot(report: CostReport) -> str | None:
     h = report.hourly
     if h.empty:
         return None
-    fig, ax = pyplot().subplots(figsize=(9, 2.8))
+    fig, ax = figure(2.8)
     idx = pd.DatetimeIndex(h.index)
     peak = report.prices.is_peak(idx)
     for t in idx[peak]:
@@ -71,7 +88,7 @@ def hourly_plot(report: CostReport) -> str | None:
         ax.step(edges, np.append(values, values[-1]), where="post", label=HOURLY_LABELS.get(col, col))
     ax.set_ylabel(f"{report.prices.currency} per hour", fontsize=8)
     ax.set_title("cost per hour across the cluster (peak hours shaded)", fontsize=9)
-    ax.legend(fontsize=7, loc="upper left")
+    legend(ax, loc="upper left")
     fig.autofmt_xdate()
     return figure_png(fig)
 
@@ -81,7 +98,7 @@ def lever_plot(report: CostReport) -> str | None:
     measured = [lv for lv in report.levers if lv.saved is not None]
     if not measured:
         return None
-    fig, ax = pyplot().subplots(figsize=(6, 2.6))
+    fig, ax = figure(2.6)
     ax.barh([lv.name for lv in measured], [lv.saved for lv in measured], color="#1a7f37")
     ax.set_xlabel(f"saved ({report.prices.currency})", fontsize=8)
     ax.tick_params(labelsize=7)

@@ -101,7 +101,7 @@ def build_report(prices: Prices, inputs: CostInputs) -> CostReport:
     ids = sorted(set(usage.by_id if usage else ()) | set(vpa.by_id if vpa else ()))
     requests, missing = requests_of(state, ids) if state is not None else (None, {})
     ns = price_usage(prices, usage, requests) if usage else Namespaces()
-    priced = price_vpa(prices, vpa, requests, ns) if vpa is not None and requests is not None else 0
+    priced = price_vpa(prices, vpa, requests, ns, usage) if vpa is not None and requests is not None else 0
     notes = [f"{sid}: left out ({why})" for src in (usage, vpa) if src for sid, why in src.left_out.items()]
     notes += [f"{sid}: no request ({why})" for sid, why in missing.items()]
     levers = [_vpa_lever(ns, requests, priced, vpa),

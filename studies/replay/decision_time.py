@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -62,6 +62,7 @@ class DecisionTimeTrainer:
     train_days: pd.Timedelta = TRAIN_DAYS
     params: dict[str, Any] = field(default_factory=dict)  # DecisionTimeGBM's other parameters
     models: dict[pd.Timestamp, DecisionTimeGBM | None] = field(default_factory=dict)
+    on_fit: Callable[[pd.Timestamp, bool], None] | None = None  # told (day, fitted) after each fit: progress
 
     @property
     def context(self) -> pd.Timedelta:
@@ -85,6 +86,8 @@ class DecisionTimeTrainer:
             except ValueError as exc:
                 log.info("no decision-time model for %s: %s", day.date(), exc)
                 self.models[day] = None
+            if self.on_fit is not None:
+                self.on_fit(day, self.models[day] is not None)
         return self.models[day]
 
 

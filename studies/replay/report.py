@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from contracts.atomic import write_text_atomic
-from reports.pages import PAGE_END, figure_png, image, page_start, plot_blocks, pyplot, table
+from reports.pages import PAGE_END, figure, figure_png, image, legend, page_start, plot_blocks, table, unit_axis
 
 SHOWN = pd.Timedelta(days=7)  # a week shows the daily tide and the weekly dip
 MAX_PLOTS = 100
@@ -17,18 +17,24 @@ TRADEOFF_NOTE = ("Each reference run at other settings traces its curve (stock V
                  "real target). A policy below the curve is better at equal cost; perfect foresight shows what is left.")
 
 
-def plot_lines(title: str, lines: Sequence[tuple[str, pd.Series, dict]], ylabel: str) -> str:
-    """The last week of each (label, series, matplotlib style) line, as one base64 PNG."""
-    fig, ax = pyplot().subplots(figsize=(9, 2.8))
+def lines_figure(title: str, lines: Sequence[tuple[str, pd.Series, dict]], unit: str, what: str = "") -> Any:
+    """The last week of each (label, series, matplotlib style) line, the y axis "what, unit"
+    (`reports.pages.unit_axis`: GiB axes hold bytes), a legend naming each line."""
+    fig, ax = figure(2.8)
     for label, s, style in lines:
         s = s[s.index >= s.index.max() - SHOWN] if len(s) else s
         ax.plot(s.index, s.to_numpy(dtype=float), label=label, **style)
     ax.set_title(title, fontsize=9)
-    ax.set_ylabel(ylabel, fontsize=8)
+    unit_axis(ax, unit, what)
     ax.tick_params(labelsize=7)
-    ax.legend(fontsize=7, loc="upper left")
+    legend(ax, loc="upper left", ncol=len(lines), framealpha=0.85)  # one row: less of the data hidden
     fig.autofmt_xdate()
-    return figure_png(fig)
+    return fig
+
+
+def plot_lines(title: str, lines: Sequence[tuple[str, pd.Series, dict]], unit: str, what: str = "") -> str:
+    """`lines_figure` as one base64 PNG."""
+    return figure_png(lines_figure(title, lines, unit, what))
 
 
 def _cell(v: Any) -> str:

@@ -22,8 +22,8 @@ from studies.replay.day_plan import replay_restart
 from studies.replay.hour_peak import HourPeakRequests, hour_peak_trainer
 from studies.replay.hpa_pair import keep_hpa_scale_point
 from studies.replay.inputs import ReplayInput
-from studies.replay.report import MAX_PLOTS, plot_lines, render
-from reports.pages import figure_png, pyplot
+from studies.replay.report import MAX_PLOTS, lines_figure, render
+from reports.pages import UNITS, figure, figure_png
 from studies.replay.scores import request_in_force
 from studies.replay.tradeoff import Curves, hpa_series_curves, mean_curves, plot_tradeoff, vpa_series_curves
 
@@ -140,6 +140,9 @@ def replay_all(data: ReplayInput, s: ReplaySettings, path: str, progress: Progre
     elif s.decision_model and s.resize == "in-place":
         trainer = hour_peak_trainer(dict(data.history.series), s.every, BACKEND[s.decision_model])
     with progress(f"replaying {s.kind}", len(data.history.series)) as advance:
+        if trainer is not None and hasattr(advance, "note"):  # a fleet refit takes a while: say so
+            trainer.on_fit = lambda day, ok: advance.note(f"fleet model for {day:%Y-%m-%d} "
+                                                          + ("fitted" if ok else "not fitted (too little past)"))
         for key, y in data.history.series.items():
             if s.kind == "hpa":
                 result[key], part = replay_hpa_series(key, y, data, s, path, trainer)
@@ -154,17 +157,26 @@ def replay_all(data: ReplayInput, s: ReplaySettings, path: str, progress: Progre
 
 def series_plot(key: str, r: dict[str, Any], s: ReplaySettings) -> str:
     """One series' plot: usage and both requests (VPA), or needed and serving replicas (HPA)."""
+    return figure_png(series_figure(key, r, s))
+
+
+def series_figure(key: str, r: dict[str, Any], s: ReplaySettings) -> Any:
+    """`series_plot`'s figure. Its three lines differ in colour and in style (the HPA's two replica
+    lines often coincide: a dashed red over a wide solid blue leaves both visible)."""
     if s.kind == "vpa":
         lines = [("usage", r["usage"], {"color": "#444", "lw": 0.7}),
                  ("tidewise request", request_in_force(r), {"color": "#1f77b4", "lw": 1.2}),
                  ("stock VPA request", r["reference"], {"color": "#d62728", "lw": 1.0, "ls": "--"})]
-        return plot_lines(key, lines, "usage")
+        resource = resource_of(key)
+        return lines_figure(key, lines, UNITS[resource], f"{resource} usage and requests")
     idx = r["minutes"]
     need = pd.Series(r["demand"], index=idx) / (r["per"] * s.target_utilization)
-    lines = [("demand / (per_replica x target)", need, {"color": "#444", "lw": 0.7}),
-             ("tidewise serving replicas", pd.Series(r["serving"], index=idx), {"color": "#1f77b4", "lw": 1.0}),
-             ("reactive HPA replicas", pd.Series(r["reference"], index=idx), {"color": "#d62728", "lw": 0.8, "ls": "--"})]
-    return plot_lines(key, lines, "replicas")
+    lines = [("replicas needed: demand / (per replica x target)", need, {"color": "#555555", "lw": 0.9, "ls": ":"}),
+             ("tidewise serving replicas", pd.Series(r["serving"], index=idx),
+              {"color": "#1f77b4", "lw": 2.2, "ls": "-", "drawstyle": "steps-post", "alpha": 0.8}),
+             ("reactive HPA replicas", pd.Series(r["reference"], index=idx),
+              {"color": "#d62728", "lw": 1.1, "ls": "--", "drawstyle": "steps-post"})]
+    return lines_figure(key, lines, "replicas")
 
 
 def tradeoff_curves(s: ReplaySettings, result: dict[str, dict[str, Any]]) -> Curves:
@@ -180,7 +192,7 @@ def tradeoff_curves(s: ReplaySettings, result: dict[str, dict[str, Any]]) -> Cur
 
 def tradeoff_png(curves: Curves, kind: str) -> str:
     """The trade-off figure as base64 PNG."""
-    fig, ax = pyplot().subplots(figsize=(7, 4.2))
+    fig, ax = figure(5.4)
     plot_tradeoff(ax, curves, "Tidewise against the " + ("stock VPA's curve" if kind == "vpa" else "reactive HPA's curve")
                   + " (mean over series; lower-left is better)")
     return figure_png(fig)
