@@ -24,23 +24,26 @@ COMMANDS = [
     "rebalance",
     "enforce",
     "simulate",
+    "docs",
 ]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from tidewise.commands.docs import where
+
     parser = argparse.ArgumentParser(
         prog="tidewise",
         description=(
             "Forecast the daily and weekly tide of Kubernetes workloads' CPU and memory and turn it "
             "into decisions: VPA requests, predictive HPA replicas and reclaimable node resources."
         ),
-        epilog="Run `tidewise COMMAND --help` for a command's options. Docs: README.md.",
+        epilog=f"Run `tidewise COMMAND --help` for a command's options. Docs: {where()}.",
     )
     parser.add_argument("--version", action="version", version=f"tidewise {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
-    parser.add_argument("--config", metavar="FILE", help="YAML settings file (see README, 'Configuration')")
+    parser.add_argument("--config", metavar="FILE", help="YAML settings file (`tidewise docs readme`, 'Configuration')")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"tidewise.commands.{name}").register(sub)

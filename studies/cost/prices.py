@@ -165,7 +165,8 @@ def parse_prices(doc: Any, path: str) -> Prices:
 def load_prices(path: str) -> Prices:
     """Read and check the prices file (YAML; JSON is YAML too)."""
     if os.path.isdir(path) or not os.path.exists(path):
-        raise InputError(f"--cost {path}: no such file; give a prices YAML (example: docs/prices.example.yaml)")
+        raise InputError(f"--cost {path}: no such file; give a prices YAML (a commented example: "
+                         "`tidewise docs prices.example.yaml > prices.yaml`)")
     try:
         with open(path, encoding="utf-8") as fh:
             loader = _Loader(fh)
@@ -177,5 +178,5 @@ def load_prices(path: str) -> Prices:
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(f"--cost {path} is not valid YAML ({first}); fix the syntax "
-                         "(example: docs/prices.example.yaml)") from None
+                         "(a commented example: `tidewise docs prices.example.yaml`)") from None
     return parse_prices(doc, path)

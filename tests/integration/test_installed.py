@@ -52,6 +52,25 @@ def test_the_installed_package_holds_no_test_support(tmp_path):
     assert not leaked, leaked
 
 
+def test_the_docs_and_the_prices_example_are_reachable_from_the_installed_package(tmp_path):
+    """A pip user has no checkout: `--help` names the installed docs, and `tidewise docs` finds the
+    prices example (a valid prices file) and the README there, outside the checkout when installed."""
+    from studies.cost.prices import load_prices
+
+    r = tidewise("--help", cwd=str(tmp_path))
+    assert r.returncode == 0 and "`tidewise docs`" in r.stdout and "README.md" not in r.stdout, r.stdout
+    r = tidewise("docs", "--path", "prices.example.yaml", cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    path = r.stdout.strip()
+    assert load_prices(path).currency and " ".join(os.path.dirname(path).split()) in " ".join(
+        tidewise("--help", cwd=str(tmp_path)).stdout.split())
+    r = tidewise("docs", "readme", cwd=str(tmp_path))
+    assert r.returncode == 0 and "## Configuration" in r.stdout
+    if INSTALLED:
+        checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        assert not path.startswith(checkout + os.sep) and path.startswith(os.path.dirname(INSTALLED.rstrip("/"))), path
+
+
 def test_demo_forecasts_start_after_its_history(tmp_path):
     r = tidewise("demo", "--out", str(tmp_path / "demo"), "--workloads", "4", "--nodes", "2", "--days", "9",
                  cwd=str(tmp_path))

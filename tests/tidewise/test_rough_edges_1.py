@@ -4,6 +4,7 @@ every config section; `--help` points to docs a pip user has, and the example pr
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 
@@ -158,3 +159,57 @@ def test_only_empty_folders_this_run_created_are_removed(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs", "written"]
     prepare_output_dir(str(tmp_path / "outside"))  # outside a command-line run: nothing tracked, nothing removed
     assert (tmp_path / "outside").is_dir()
+
+
+# --- the docs and the example prices file, installed -----------------------------------------------
+
+def test_help_points_to_the_installed_docs_not_to_a_readme_a_pip_user_lacks(capsys):
+    from tests.conftest import ROOT
+    from tidewise.commands.docs import docs_folder
+
+    assert docs_folder() == os.path.join(ROOT, "docs")  # from a checkout: its own docs, always current
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "README.md" not in out and f"Docs: `tidewise docs` (in {docs_folder()})" in out
+
+
+def test_docs_lists_prints_and_locates_each_topic(capsys):
+    from studies.cost.prices import load_prices
+    from tests.conftest import ROOT
+
+    assert main(["docs"]) == 0
+    listed = capsys.readouterr().out
+    for topic in ("readme", "serve-vpa", "cost-report", "prices.example.yaml"):
+        assert topic in listed
+    assert main(["docs", "prices.example.yaml"]) == 0
+    assert capsys.readouterr().out == open(os.path.join(ROOT, "docs", "prices.example.yaml")).read()
+    assert main(["docs", "--path", "prices.example.yaml"]) == 0
+    assert load_prices(capsys.readouterr().out.strip()).currency  # the example is a valid prices file
+    assert main(["docs", "--path", "README"]) == 0 and capsys.readouterr().out.strip() == os.path.join(ROOT, "README.md")
+    assert main(["docs", "cost-reprt"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'cost-report'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_every_doc_and_the_prices_example_are_in_the_installed_files():
+    """pyproject's data-files put what `tidewise docs` reads in <prefix>/share/tidewise/docs: every
+    docs/*.md (a new page ships without a pyproject edit), the README and the prices example."""
+    import glob
+    import tomllib
+
+    from tests.conftest import ROOT
+    from tidewise.commands.docs import INSTALLED
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as fh:
+        patterns = tomllib.load(fh)["tool"]["setuptools"]["data-files"][INSTALLED.replace(os.sep, "/")]
+    shipped = {os.path.relpath(f, ROOT) for p in patterns for f in glob.glob(os.path.join(ROOT, p))}
+    wanted = {os.path.relpath(f, ROOT) for f in glob.glob(os.path.join(ROOT, "docs", "*.md"))}
+    assert wanted | {"README.md", os.path.join("docs", "prices.example.yaml")} <= shipped
+
+
+def test_the_cost_reports_help_says_where_the_prices_example_is(capsys):
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "`tidewise docs prices.example.yaml > prices.yaml`" in out and "docs/prices.example.yaml" not in out

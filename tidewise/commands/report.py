@@ -15,7 +15,9 @@ With --cost PRICES.yaml it writes the cost report instead (no registry read): wh
 priced per namespace at peak and off-peak prices per core-hour and GiB-hour, from whichever of
 --history, --cluster-state, --vpa-replay, --colocation and --tide are given (a lever whose input is
 absent is "not measured", with the reason). Writes --out (HTML) and, beside it, .json and .csv.
-See docs/cost-report.md.
+A commented prices file to start from: `tidewise docs prices.example.yaml > prices.yaml`
+(installed with the package; `tidewise docs --path prices.example.yaml` prints where). See
+`tidewise docs cost-report`.
 """
 
 
@@ -29,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--registry-key", metavar="FILE", help="HMAC key file: refuse a version not signed with it")
     p.add_argument("--max-plots", type=int, default=200, help="plot at most this many series (default 200)")
     c = p.add_argument_group("cost report (--cost; docs/cost-report.md)")
-    c.add_argument("--cost", metavar="PRICES.yaml", help="price what Tidewise saved (example: docs/prices.example.yaml)")
+    c.add_argument("--cost", metavar="PRICES.yaml", help="price what Tidewise saved (a commented example: "
+                                                          "`tidewise docs prices.example.yaml > prices.yaml`)")
     c.add_argument("--history", metavar="FILE", help="long usage history (series,timestamp,value): used")
     c.add_argument("--cluster-state", metavar="FILE", help="cluster YAML/JSON (as serve reads): requests")
     c.add_argument("--vpa-replay", metavar="FILE", help="`tidewise replay vpa --output` CSV: Tidewise's requests")
