@@ -22,6 +22,7 @@ SECTIONS = [
     "serving",
     "extender",
     "tidal",
+    "tidal_serve",
     "replay",
     "dask",
     "tide",

@@ -1,0 +1,143 @@
+"""Serving cost of tidal requests (issue 24's target: 10,000 workloads, warm run <= 10 s, <= 2 GiB).
+
+`run_once` for 10,000 workloads (20,000 series of 9 days, ~30,000 pods) and 500 nodes, offline (cluster
+state from a JSON file, history in memory, file sink), with a registry `tidewise train` wrote on 100 of
+the workloads, so every VPA is decided by the hour-peak model at its own violation-budget level. Two
+fleets: every container resizing in place (VPA updateMode InPlaceOrRecreate, resizePolicy NotRequired:
+a decision every run) and every container restarting (the default objects: the day plan, computed at
+the first run of each UTC day, the history ending at midnight). Each in a fresh process.
+
+    python -m benchmarks.run --only tidal_serve       # or: python -m benchmarks.tidal_serve [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SCRIPT = r'''
+import copy, json, os, resource, subprocess, sys, time
+import numpy as np, pandas as pd
+from studies.demo import cluster_objects, MemorySource
+from autoscaler.input.cluster import FileCluster
+from autoscaler.output.sinks import FileSink
+from autoscaler.routines.loop import ServingLoop
+from autoscaler.settings import ServeSettings
+from predictor.history import History
+from predictor.sources.synthetic import generate_cluster
+
+workloads, nodes, regime, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+t = time.perf_counter()
+c = generate_cluster(seed=1, workloads=workloads, namespaces=20, nodes=nodes, days=9, end="2026-11-02", gaps=False)
+for n in c.nodes:
+    n.cpu_cores, n.memory_bytes = 96, 384 * 2**30
+idx = c.index()
+series = {}
+for w in c.workloads:
+    for res in ("cpu", "memory"):
+        series[w.key(res).id] = pd.Series(c.usage(w, res).to_numpy(), index=idx)
+hist = History(series, c.step)
+train = os.path.join(out, "train.csv")  # 100 workloads, every day but the last: what `tidewise train` reads
+History({k: v for k, v in list(series.items())[:200]}, c.step).window(None, idx[-1] - pd.Timedelta("1D")).to_long().to_csv(
+    train, index=False)
+reg = os.path.join(out, "models")
+r = subprocess.run([sys.executable, "-m", "tidewise", "train", "--source", "file", "--input", train, "--registry", reg,
+                    "--folds", "1", "--no-global"], capture_output=True, text=True)
+if r.returncode != 0:
+    raise SystemExit(r.stderr[-2000:])
+train_seconds = time.perf_counter() - t
+objects = cluster_objects(c)
+if regime == "in-place":
+    for o in objects:
+        if o["kind"] == "VerticalPodAutoscaler":
+            o["spec"]["updatePolicy"] = {"updateMode": "InPlaceOrRecreate"}
+        elif o["kind"] in ("Deployment", "StatefulSet"):
+            for ctr in o["spec"]["template"]["spec"]["containers"]:
+                ctr["resizePolicy"] = [{"resourceName": x, "restartPolicy": "NotRequired"} for x in ("cpu", "memory")]
+state = os.path.join(out, "cluster-state.json")
+with open(state, "w") as fh:
+    json.dump({"apiVersion": "v1", "kind": "List", "items": objects}, fh)
+del objects
+setup = time.perf_counter() - t
+s = ServeSettings()
+s.loop.forecast_model = "seasonal_naive_daily"  # the day-ahead forecasts (HPA, nodes) as in the scale benchmark
+s.loop.forecast_budget = 2000
+loop = ServingLoop(s, MemorySource(hist), FileCluster(state), FileSink(os.path.join(out, "recs")), registry_dir=reg)
+runs = []
+def one(label):
+    t, cpu = time.perf_counter(), time.process_time()
+    rep = loop.run_once()
+    models = {}
+    for d in rep.vpa:
+        for ct in d.containers:
+            for rr in ct.resources.values():
+                m = rr.reason.model.split("@")[0]
+                models[m] = models.get(m, 0) + 1
+    runs.append({"label": label, "seconds": time.perf_counter() - t, "cpu": time.process_time() - cpu,
+                 "outcome": rep.outcome, "steps": {x.name: round(x.seconds, 3) for x in rep.steps},
+                 "vpa": len(rep.vpa), "changes": len(rep.changes), "models": models,
+                 "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024})
+one("cold: first run (after midnight)")
+one("warm: same 5-minute step")
+for k in range(1, 4):
+    for sid, y in list(hist.series.items()):
+        i = y.index[-1] + c.step
+        hist.series[sid] = pd.concat([y, pd.Series([y.iloc[-288]], index=[i])])
+    one(f"warm: +{5 * k} min of data")
+print(json.dumps({"setup_seconds": setup, "train_seconds": train_seconds, "runs": runs, "series": len(series),
+                  "pods": sum(w.replicas for w in c.workloads),
+                  "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+'''
+
+
+def measure(workloads: int, nodes: int, regime: str) -> dict[str, Any]:
+    """One fleet in a fresh process (see the module doc)."""
+    with tempfile.TemporaryDirectory() as d:
+        r = subprocess.run([sys.executable, "-c", SCRIPT, str(workloads), str(nodes), regime, d],
+                           capture_output=True, text=True, cwd=ROOT, timeout=5400)
+        if r.returncode != 0:
+            raise RuntimeError(f"tidal serve run ({regime}) failed: {r.stderr[-3000:]}")
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def table(regime: str, res: dict[str, Any]) -> list[str]:
+    out = [f"**{regime}** ({res['series']:,} series, {res['pods']:,} pods; setup incl. training {res['setup_seconds']:.0f} s; "
+           f"peak RSS of the whole process {res['max_rss_bytes'] / 2**30:.2f} GiB, target <= 2 GiB):\n",
+           "| run | seconds | CPU seconds | within 10 s | forecast | recommend | write | VPAs | changes | VPA resources by model |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in res["runs"]:
+        st = r["steps"]
+        models = ", ".join(f"{k} {v}" for k, v in sorted(r["models"].items()))
+        out.append(f"| {r['label']} | {r['seconds']:.2f} | {r['cpu']:.2f} | {'yes' if r['seconds'] <= 10 else 'no'} | "
+                   f"{st.get('forecast', 0):.2f} | {st.get('recommend', 0):.2f} | {st.get('write', 0):.2f} | {r['vpa']} | "
+                   f"{r['changes']} | {models} |")
+    return out + [""]
+
+
+def run(quick: bool) -> str:
+    n_w, n_n = (1000, 50) if quick else (10_000, 500)
+    out = [f"## Tidal requests in serve: {n_w:,} workloads (issue 24)\n",
+           "Reproduce: `python -m benchmarks.run --only tidal_serve` (code: `benchmarks/tidal_serve.py`). "
+           + (__doc__ or "").split("\n\n")[1].replace("\n", " ") + "\n"]
+    for regime in ("in-place", "restart"):
+        out += table(regime, measure(n_w, n_n, regime))
+    out.append(f"Load average at the end: {os.getloadavg()[0]:.1f} on 2 cores (wall-clock seconds are upper bounds "
+               "when other jobs share the machine; CPU seconds are not).\n")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="1,000 workloads and 50 nodes")
+    print(run(ap.parse_args(argv).quick))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
