@@ -8,14 +8,14 @@ from stale data.
 from __future__ import annotations
 
 import logging
-import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from contracts.http_endpoint import TEXT, Endpoint, reply
 
 from predictor.types import quantile_column
 
@@ -151,11 +151,7 @@ def parse_listen_address(text: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port_text)
 
 
-class _Server6(ThreadingHTTPServer):
-    address_family = socket.AF_INET6
-
-
-class HealthServer:
+class HealthServer(Endpoint):
     """One HTTP port: /metrics, /healthz (the process loop is alive), /readyz (a run succeeded
     recently and this replica may act: it leads, or there is no election). It listens on `host`
     only: 0.0.0.0 in a pod (Prometheus scrapes the pod IP; deploy/serve-networkpolicy.yaml admits
@@ -166,12 +162,7 @@ class HealthServer:
         self.metrics = metrics
         self.live = live
         self.ready = ready
-        handler = self._handler()
-        server_class = _Server6 if ":" in host else ThreadingHTTPServer
-        self.httpd = server_class((host, port), handler)
-        self.host = host
-        self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, name="tidewise-http", daemon=True)
+        super().__init__(host, port, self._handler(), "tidewise-http")
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -190,23 +181,10 @@ class HealthServer:
                 else:
                     self._send(404, b"not found\n")
 
-            def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+            def _send(self, code: int, body: bytes, ctype: str = TEXT) -> None:
+                reply(self, code, body, ctype)
 
             def log_message(self, fmt: str, *args: Any) -> None:
                 log.debug("http: " + fmt, *args)
 
         return Handler
-
-    def start(self) -> "HealthServer":
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)

@@ -8,14 +8,14 @@ time). What each metric means, and the alerts on them: docs/node-enforcer.md, "M
 from __future__ import annotations
 
 import logging
-import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from contracts.http_endpoint import TEXT, Endpoint, reply
 
 if TYPE_CHECKING:
     from node_enforcer.agent import ReconcileResult
@@ -131,20 +131,13 @@ class EnforcerMetrics:
         return generate_latest(self.registry)
 
 
-class _Server6(ThreadingHTTPServer):
-    address_family = socket.AF_INET6
-
-
-class MetricsServer:
+class MetricsServer(Endpoint):
     """/metrics and /healthz (a pass ended within `stall_after`) on `host:port`, from a daemon thread.
     127.0.0.1 unless told otherwise; the DaemonSet binds 0.0.0.0 so that Prometheus scrapes the pod IP."""
 
     def __init__(self, metrics: EnforcerMetrics, host: str = "127.0.0.1", port: int = 0) -> None:
         self.metrics = metrics
-        server_class = _Server6 if ":" in host else ThreadingHTTPServer
-        self.httpd = server_class((host, port), self._handler())
-        self.host, self.port = host, int(self.httpd.server_address[1])
-        self.thread = threading.Thread(target=self.httpd.serve_forever, name="tidewise-enforcer-http", daemon=True)
+        super().__init__(host, port, self._handler(), "tidewise-enforcer-http")
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         metrics = self.metrics
@@ -160,23 +153,10 @@ class MetricsServer:
                 else:
                     self._send(404, b"not found\n")
 
-            def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+            def _send(self, code: int, body: bytes, ctype: str = TEXT) -> None:
+                reply(self, code, body, ctype)
 
             def log_message(self, fmt: str, *args: Any) -> None:
                 log.debug("http: " + fmt, *args)
 
         return Handler
-
-    def start(self) -> "MetricsServer":
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)

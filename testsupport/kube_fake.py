@@ -26,9 +26,10 @@ import json
 import re
 import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Sequence
 
+from contracts.http_endpoint import Endpoint
 from testsupport.k8s_schemas import has_status_subresource, schema_errors
 from testsupport.kube_objects import BUILTIN, KINDS, PLURAL, Request, field_match, merge, object_path, selects, status
 from testsupport.watch_stream import WatchLog
@@ -38,7 +39,7 @@ ROUTE = re.compile(r"(/api/v1|/apis/[^/]+/[^/]+)(?:/namespaces/([^/]+))?/([^/]+)
 Answer = tuple[int, Any, dict[str, str]]
 
 
-class FakeApiServer:
+class FakeApiServer(Endpoint):
     def __init__(self, objects: Sequence[dict[str, Any]] = ()) -> None:
         self.objects: dict[str, dict[str, Any]] = {}
         self.watch = WatchLog()
@@ -48,8 +49,7 @@ class FakeApiServer:
         self.disrupted: dict[str, int] = {}  # PDB path -> pods evicted and not yet replaced
         for o in objects:
             self.put(o)
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        super().__init__("127.0.0.1", 0, self._handler(), "kube-fake")
 
     @classmethod
     def of_node(cls, pods: Sequence[dict[str, Any]], nodes: Sequence[dict[str, Any]] = ()) -> "FakeApiServer":
@@ -59,15 +59,6 @@ class FakeApiServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def start(self) -> "FakeApiServer":
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
 
     def __enter__(self) -> "FakeApiServer":
         return self.start()

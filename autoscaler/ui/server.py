@@ -13,13 +13,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
 from urllib.parse import unquote, urlsplit
 
 from autoscaler.routines.context import RunContext, RunReport
+from contracts.http_endpoint import Endpoint, reply
 from autoscaler.ui import pages
 from autoscaler.ui.snapshot import Snapshot, build, empty
 
@@ -35,11 +35,7 @@ def _utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class _Server6(ThreadingHTTPServer):
-    address_family = socket.AF_INET6
-
-
-class UiServer:
+class UiServer(Endpoint):
     """Serves the page on host:port (port 0: a free one, see `.port`) from a daemon thread."""
 
     def __init__(self, host: str, port: int, mode: str, refresh_seconds: int = 10,
@@ -48,11 +44,8 @@ class UiServer:
         self._lock = threading.Lock()
         self._snap = empty(mode)
         self._runs = 0
-        self.httpd = (_Server6 if ":" in host else ThreadingHTTPServer)((host, port), self._handler())
-        self.httpd.daemon_threads = True
-        self.host, self.port = host, int(self.httpd.server_address[1])
         # polled every 0.1 s for `stop` (the default 0.5 s delays serve's exit on SIGTERM)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.1,), name="tidewise-ui", daemon=True)
+        super().__init__(host, port, self._handler(), "tidewise-ui", poll=0.1)
 
     def observe(self, rep: RunReport, ctx: RunContext) -> None:
         """After each run: the page shows it (a frozen run keeps the last good decisions, flagged)."""
@@ -108,24 +101,9 @@ class UiServer:
                 self._send(405, "text/plain; charset=utf-8", b"read-only: only GET\n", {"Allow": "GET"})
 
             def _send(self, code: int, ctype: str, body: bytes, extra: dict[str, str] | None = None) -> None:
-                self.send_response(code)
-                for k, v in {**HEADERS, **(extra or {}), "Content-Type": ctype,
-                             "Content-Length": str(len(body))}.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(body)
+                reply(self, code, body, ctype, {**HEADERS, **(extra or {})})
 
             def log_message(self, fmt: str, *args: Any) -> None:
                 log.debug("ui: " + fmt, *args)
 
         return Handler
-
-    def start(self) -> "UiServer":
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
