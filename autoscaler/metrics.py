@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import logging
 import time
-from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from contracts.http_endpoint import TEXT, Endpoint, reply
+from contracts.http_endpoint import Endpoint, probe, route_handler
 
 from predictor.types import quantile_column
 
@@ -162,29 +161,7 @@ class HealthServer(Endpoint):
         self.metrics = metrics
         self.live = live
         self.ready = ready
-        super().__init__(host, port, self._handler(), "tidewise-http")
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                path = self.path.split("?")[0]
-                if path == "/metrics":
-                    self._send(200, server.metrics.exposition(), CONTENT_TYPE_LATEST)
-                elif path == "/healthz":
-                    ok = server.live()
-                    self._send(200 if ok else 503, b"ok\n" if ok else b"loop stalled\n")
-                elif path == "/readyz":
-                    ok = server.ready()
-                    self._send(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
-                else:
-                    self._send(404, b"not found\n")
-
-            def _send(self, code: int, body: bytes, ctype: str = TEXT) -> None:
-                reply(self, code, body, ctype)
-
-            def log_message(self, fmt: str, *args: Any) -> None:
-                log.debug("http: " + fmt, *args)
-
-        return Handler
+        routes = {"/metrics": lambda: (200, metrics.exposition(), CONTENT_TYPE_LATEST),
+                  "/healthz": probe(live, b"ok\n", b"loop stalled\n"),
+                  "/readyz": probe(ready, b"ready\n", b"not ready\n")}
+        super().__init__(host, port, route_handler(routes, log), "tidewise-http")

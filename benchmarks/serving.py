@@ -105,51 +105,29 @@ def _family(key: str) -> str:
 # scale -----------------------------------------------------------------------------------------
 SCALE_SCRIPT = r'''
 import json, os, resource, sys, time
-import numpy as np, pandas as pd, yaml
-from studies.demo import cluster_objects, MemorySource
+from benchmarks.fleet import advance, offline_fleet, timed_run, write_state
+from studies.demo import MemorySource
 from autoscaler.input.cluster import FileCluster
 from autoscaler.output.sinks import FileSink
 from autoscaler.routines.loop import ServingLoop
 from autoscaler.settings import ServeSettings
-from predictor.history import History
-from predictor.sources.synthetic import generate_cluster
 
 workloads, nodes, model, out, budget = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
 t = time.perf_counter()
-c = generate_cluster(seed=1, workloads=workloads, namespaces=20, nodes=nodes, days=3, end="2026-11-02", gaps=False)
-for n in c.nodes:
-    n.cpu_cores, n.memory_bytes = 96, 384 * 2**30  # 10,000 workloads x ~3 pods need big nodes
-idx = c.index()
-series = {}
-for w in c.workloads:
-    for res in ("cpu", "memory"):
-        s = c.usage(w, res)
-        series[w.key(res).id] = pd.Series(s.to_numpy(), index=idx)
-hist = History(series, c.step)
-state = os.path.join(out, "cluster-state.json")  # as `kubectl get ... -o json` prints it
-with open(state, "w") as fh:
-    json.dump({"apiVersion": "v1", "kind": "List", "items": cluster_objects(c)}, fh)
+c, hist = offline_fleet(workloads, nodes, days=3)
+state = write_state(c, out)
 setup = time.perf_counter() - t
 s = ServeSettings()
 s.loop.forecast_model = model
 loop = ServingLoop(s, MemorySource(hist), FileCluster(state), FileSink(os.path.join(out, "recs")))
-runs = []
-def one(label):
-    t, cpu = time.perf_counter(), time.process_time()
-    rep = loop.run_once()
-    runs.append({"label": label, "seconds": time.perf_counter() - t, "cpu": time.process_time() - cpu, "outcome": rep.outcome,
-                 "steps": {x.name: round(x.seconds, 3) for x in rep.steps}, "vpa": len(rep.vpa), "hpa": len(rep.hpa),
-                 "nodes": len(rep.reclaim), "changes": len(rep.changes), "skipped": len(rep.skipped),
-                 "detail": next(x.detail for x in rep.steps if x.name == "forecast")})
-one("cold: every series forecast, every object written")
-one("warm: same 5-minute step (the loop runs every 60 s)")
+runs = [timed_run(loop, "cold: every series forecast, every object written")[1],
+        timed_run(loop, "warm: same 5-minute step (the loop runs every 60 s)")[1]]
 s.loop.forecast_budget = budget  # what a large fleet sets (deploy/serve.yaml's config)
 for k in range(1, 8):  # more 5-minute steps: the cache refreshes what aged or was surprised
-    for sid, y in list(hist.series.items()):
-        i = y.index[-1] + c.step
-        hist.series[sid] = pd.concat([y, pd.Series([y.iloc[-288]], index=[i])])
-    one(f"warm: +{5 * k} min of data, budget {budget}")
-print(json.dumps({"setup_seconds": setup, "runs": runs, "series": len(series), "pods": sum(w.replicas for w in c.workloads),
+    advance(hist, c.step)
+    runs.append(timed_run(loop, f"warm: +{5 * k} min of data, budget {budget}")[1])
+print(json.dumps({"setup_seconds": setup, "runs": runs, "series": len(hist.series),
+                  "pods": sum(w.replicas for w in c.workloads),
                   "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 '''
 

@@ -22,75 +22,63 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SCRIPT = r'''
-import copy, json, os, resource, subprocess, sys, time
-import numpy as np, pandas as pd
-from studies.demo import cluster_objects, MemorySource
+import json, os, resource, subprocess, sys, time
+import pandas as pd
+from benchmarks.fleet import advance, offline_fleet, timed_run, write_state
+from studies.demo import MemorySource
 from autoscaler.input.cluster import FileCluster
 from autoscaler.output.sinks import FileSink
 from autoscaler.routines.loop import ServingLoop
 from autoscaler.settings import ServeSettings
 from predictor.history import History
-from predictor.sources.synthetic import generate_cluster
 
 workloads, nodes, regime, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 t = time.perf_counter()
-c = generate_cluster(seed=1, workloads=workloads, namespaces=20, nodes=nodes, days=9, end="2026-11-02", gaps=False)
-for n in c.nodes:
-    n.cpu_cores, n.memory_bytes = 96, 384 * 2**30
-idx = c.index()
-series = {}
-for w in c.workloads:
-    for res in ("cpu", "memory"):
-        series[w.key(res).id] = pd.Series(c.usage(w, res).to_numpy(), index=idx)
-hist = History(series, c.step)
+c, hist = offline_fleet(workloads, nodes, days=9)
 train = os.path.join(out, "train.csv")  # 100 workloads, every day but the last: what `tidewise train` reads
-History({k: v for k, v in list(series.items())[:200]}, c.step).window(None, idx[-1] - pd.Timedelta("1D")).to_long().to_csv(
+last = c.index()[-1]
+History(dict(list(hist.series.items())[:200]), c.step).window(None, last - pd.Timedelta("1D")).to_long().to_csv(
     train, index=False)
 reg = os.path.join(out, "models")
 r = subprocess.run([sys.executable, "-m", "tidewise", "train", "--source", "file", "--input", train, "--registry", reg,
                     "--folds", "1", "--no-global"], capture_output=True, text=True)
 if r.returncode != 0:
     raise SystemExit(r.stderr[-2000:])
-train_seconds = time.perf_counter() - t
-objects = cluster_objects(c)
-if regime == "in-place":
+
+
+def in_place(objects):
     for o in objects:
         if o["kind"] == "VerticalPodAutoscaler":
             o["spec"]["updatePolicy"] = {"updateMode": "InPlaceOrRecreate"}
         elif o["kind"] in ("Deployment", "StatefulSet"):
             for ctr in o["spec"]["template"]["spec"]["containers"]:
                 ctr["resizePolicy"] = [{"resourceName": x, "restartPolicy": "NotRequired"} for x in ("cpu", "memory")]
-state = os.path.join(out, "cluster-state.json")
-with open(state, "w") as fh:
-    json.dump({"apiVersion": "v1", "kind": "List", "items": objects}, fh)
-del objects
+
+
+state = write_state(c, out, in_place if regime == "in-place" else None)
 setup = time.perf_counter() - t
 s = ServeSettings()
 s.loop.forecast_model = "seasonal_naive_daily"  # the day-ahead forecasts (HPA, nodes) as in the scale benchmark
 s.loop.forecast_budget = 2000
 loop = ServingLoop(s, MemorySource(hist), FileCluster(state), FileSink(os.path.join(out, "recs")), registry_dir=reg)
 runs = []
+
+
 def one(label):
-    t, cpu = time.perf_counter(), time.process_time()
-    rep = loop.run_once()
+    rep, record = timed_run(loop, label)
     models = {}
-    for d in rep.vpa:
-        for ct in d.containers:
-            for rr in ct.resources.values():
-                m = rr.reason.model.split("@")[0]
-                models[m] = models.get(m, 0) + 1
-    runs.append({"label": label, "seconds": time.perf_counter() - t, "cpu": time.process_time() - cpu,
-                 "outcome": rep.outcome, "steps": {x.name: round(x.seconds, 3) for x in rep.steps},
-                 "vpa": len(rep.vpa), "changes": len(rep.changes), "models": models,
-                 "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024})
+    for rr in (rr for d in rep.vpa for ct in d.containers for rr in ct.resources.values()):
+        m = rr.reason.model.split("@")[0]
+        models[m] = models.get(m, 0) + 1
+    runs.append(dict(record, models=models))
+
+
 one("cold: first run (after midnight)")
 one("warm: same 5-minute step")
 for k in range(1, 4):
-    for sid, y in list(hist.series.items()):
-        i = y.index[-1] + c.step
-        hist.series[sid] = pd.concat([y, pd.Series([y.iloc[-288]], index=[i])])
+    advance(hist, c.step)
     one(f"warm: +{5 * k} min of data")
-print(json.dumps({"setup_seconds": setup, "train_seconds": train_seconds, "runs": runs, "series": len(series),
+print(json.dumps({"setup_seconds": setup, "runs": runs, "series": len(hist.series),
                   "pods": sum(w.replicas for w in c.workloads),
                   "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 '''

@@ -116,8 +116,7 @@ class Agent:
         try:
             res = self._reconcile()
         except Exception:
-            self.metrics.runs.labels(self.metrics.node).inc()
-            self.metrics.error(self._stage)
+            self.metrics.crashed(self._stage)
             raise
         self.metrics.observe(res)
         return res

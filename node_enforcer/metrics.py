@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import logging
 import time
-from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from contracts.http_endpoint import TEXT, Endpoint, reply
+from contracts.http_endpoint import Endpoint, probe, route_handler
 
 if TYPE_CHECKING:
     from node_enforcer.agent import ReconcileResult
@@ -78,6 +77,11 @@ class EnforcerMetrics:
         if n:
             self.errors.labels(self.node, stage).inc(n)
 
+    def crashed(self, stage: str) -> None:
+        """A pass that raised in `stage`: counted as a pass and an error of that stage, not a success."""
+        self.runs.labels(self.node).inc()
+        self.error(stage)
+
     def observe(self, res: "ReconcileResult") -> None:
         """Export one finished pass (`Agent.reconcile_once` calls it)."""
         node = self.node
@@ -137,26 +141,6 @@ class MetricsServer(Endpoint):
 
     def __init__(self, metrics: EnforcerMetrics, host: str = "127.0.0.1", port: int = 0) -> None:
         self.metrics = metrics
-        super().__init__(host, port, self._handler(), "tidewise-enforcer-http")
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        metrics = self.metrics
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                path = self.path.split("?")[0]
-                if path == "/metrics":
-                    self._send(200, metrics.exposition(), CONTENT_TYPE_LATEST)
-                elif path == "/healthz":
-                    ok = metrics.alive()
-                    self._send(200 if ok else 503, b"ok\n" if ok else b"no pass ended recently\n")
-                else:
-                    self._send(404, b"not found\n")
-
-            def _send(self, code: int, body: bytes, ctype: str = TEXT) -> None:
-                reply(self, code, body, ctype)
-
-            def log_message(self, fmt: str, *args: Any) -> None:
-                log.debug("http: " + fmt, *args)
-
-        return Handler
+        routes = {"/metrics": lambda: (200, metrics.exposition(), CONTENT_TYPE_LATEST),
+                  "/healthz": probe(metrics.alive, b"ok\n", b"no pass ended recently\n")}
+        super().__init__(host, port, route_handler(routes, log), "tidewise-enforcer-http")

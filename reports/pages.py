@@ -97,7 +97,6 @@ def figure_png(fig: Any, dpi: int = 72) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-
 def page_start(title: str, meta: str | None = None) -> list[str]:
     """The head of a page and its title (and a grey line under it when `meta` is given)."""
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',

@@ -137,6 +137,8 @@ def test_the_rendered_objects_are_the_plain_files(target):
         c["args"].pop()
     dashboards = got.pop(("ConfigMap", "tidewise-dashboards"))
     assert dashboards["metadata"]["labels"] == {"grafana_dashboard": "1"}  # what the Grafana sidecar loads
+    assert sorted(dashboards["data"]) == sorted(f for f in os.listdir(os.path.join(ROOT, "deploy", "grafana"))
+                                                if f.endswith(".json")), "every dashboard of deploy/grafana/"
     for name, text in dashboards["data"].items():
         with open(os.path.join(ROOT, "deploy", "grafana", name), encoding="utf-8") as fh:
             assert text == fh.read(), name

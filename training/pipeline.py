@@ -239,8 +239,8 @@ def train(
     refit, carry, why = plan_refits(history, prev, settings, end)
     req = ForecastRequest(horizon=settings.horizon, step=step, quantiles=settings.quantiles, origin=end + step,
                           folds=settings.folds, use_global=settings.use_global, max_history=settings.serving_history)
-    gm_backtest, gm_final, global_refit = _global_models(history, req, settings, prev, bool(refit),
-                                                         before=end + step - settings.folds * DAY)
+    first_fold = end + step - settings.folds * DAY  # the backtests' global models see only the data before it
+    gm_backtest, gm_final, global_refit = _global_models(history, req, settings, prev, bool(refit), before=first_fold)
     if progress and carry:
         progress(len(carry))
     choices = run_selection({k: history.series[k] for k in refit}, req, gm_backtest, jobs=settings.jobs,
@@ -258,7 +258,7 @@ def train(
             entries[key] = dict(prev.series[key])
             entries[key]["carried_from"] = prev.version
     start = min(y.index[0] for y in history.series.values())
-    gm_decision = _decision_global(history, req, settings, entries, gm_backtest, before=end + step - settings.folds * DAY)
+    gm_decision = _decision_global(history, req, settings, entries, gm_backtest, before=first_fold)
     decision_models, decision_summary = _decision_time(history, settings, entries, gm_decision)
     training = {"refitted": len(refit), "carried": len(carry), "global_refit": global_refit, "folds": settings.folds,
                 "previous": prev.version if prev else None, "decision_quantile": DECISION_QUANTILE,

@@ -105,7 +105,7 @@ class DayPlanner:
 
     def __init__(self, y: pd.Series, settings: VpaSettings, n: int) -> None:
         self.y, self.settings = y, settings
-        self.n = max(1, n)  # the plan's blocks (keeping one change back for a raise measured worse)
+        self.n = max(1, n)  # every change a day is the plan's (keeping one back for a raise measured worse)
         self.peaks = y.resample("1h").max()
         self._plans: dict[pd.Timestamp, np.ndarray | None] = {}
         self._stock: dict[pd.Timestamp, float] = {}

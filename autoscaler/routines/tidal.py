@@ -14,6 +14,7 @@ The levels and plans are the loop's state, kept between runs like the decision-t
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -137,12 +138,9 @@ class TidalRun:
 
     def _day_plan(self, sid: str, y: pd.Series, budget: float) -> tuple[TidalRequest | None, str]:
         day, hour = self.origin.floor("D"), self.origin.floor("h")
-        made: list[DayPlanner] = []
-
+        @functools.cache
         def planner() -> DayPlanner:  # built only when deciding, once a run
-            if not made:
-                made.append(DayPlanner(y[y.index < self.origin], self.settings, self.settings.max_changes_per_day))
-            return made[0]
+            return DayPlanner(y[y.index < self.origin], self.settings, self.settings.max_changes_per_day)
 
         choice = self.state.plans.get(sid)
         if choice is None or choice.day != day:

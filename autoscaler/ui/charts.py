@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from autoscaler.ui.snapshot import ChartInputs
+from autoscaler.ui.snapshot import PER_UNIT, UNIT, ChartInputs
 from contracts.quantity import GIB
 
 HOUR, DAY = 3600, 86400
@@ -52,7 +52,6 @@ def chart(inputs: ChartInputs, key: str, container: str, resource: str, replicas
     if sid is None or sid not in inputs.history.series:
         return None
     per_unit = 1.0 if resource == "cpu" else float(GIB)  # history: cores, bytes
-    units_per = 1000.0 if resource == "cpu" else float(GIB)  # decisions: millicpu, bytes
     pods = float(max(1, replicas))
     now = inputs.now.value / 1e9
     y = inputs.history.series[sid]
@@ -70,8 +69,8 @@ def chart(inputs: ChartInputs, key: str, container: str, resource: str, replicas
         ht, hv = _hourly(ft[sel], cols)
         future = [(float(a), float(b[0]), float(b[1]), float(b[2])) for a, b in zip(ht, hv)]
         band = f"q{fc.quantiles[0]:g}-q{fc.quantiles[-1]:g}"
-    return Chart(resource, "cores" if resource == "cpu" else "GiB", [(float(a), float(b)) for a, b in zip(pt, pv)],
-                 future, band, None if request is None else request / units_per, target / units_per, now)
+    return Chart(resource, UNIT[resource], [(float(a), float(b)) for a, b in zip(pt, pv)],
+                 future, band, None if request is None else request / PER_UNIT[resource], target / PER_UNIT[resource], now)
 
 
 def _ticks(top: float) -> list[float]:

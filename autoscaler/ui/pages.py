@@ -8,8 +8,8 @@ from typing import Any
 from urllib.parse import quote
 
 from autoscaler.ui.charts import BAND, MEDIAN, REQUEST, TARGET, USAGE, chart, svg
-from autoscaler.ui.snapshot import APPLY, Snapshot
-from contracts.quantity import GIB, format_units
+from autoscaler.ui.snapshot import APPLY, PER_UNIT, UNIT, Snapshot
+from contracts.quantity import format_units
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
 table{border-collapse:collapse;margin:8px 0 20px}th,td{border-bottom:1px solid #ddd;padding:4px 10px;text-align:left}
@@ -18,7 +18,6 @@ th{background:#f3f5f8}td.num{text-align:right;font-variant-numeric:tabular-nums}
 height:4px;margin-right:4px;vertical-align:middle}a{color:#1f5fa8}"""
 COLUMNS = ("workload", "kind", "replicas", "cpu request (cores)", "cpu recommended (cores)", "memory request (GiB)",
            "memory recommended (GiB)", "regime", "saves (cores)", "saves (GiB)", "change")
-UNIT = {"cpu": "cores", "memory": "GiB"}
 
 
 def e(value: object) -> str:
@@ -33,7 +32,7 @@ def amount(resource: str, units: int | None) -> str:
     """Millicpu as cores, bytes as GiB, to 3 decimals (the exact quantity is the cell's title)."""
     if units is None:
         return "—"
-    return f"{units / 1000:.3f}" if resource == "cpu" else f"{units / GIB:.3f}" if resource == "memory" else str(units)
+    return f"{units / PER_UNIT[resource]:.3f}" if resource in PER_UNIT else str(units)
 
 
 def cell(resource: str, units: int | None, cls: str, unit: bool = False) -> str:

@@ -38,7 +38,7 @@ def _utc_now() -> str:
 class UiServer(Endpoint):
     """Serves the page on host:port (port 0: a free one, see `.port`) from a daemon thread."""
 
-    def __init__(self, host: str, port: int, mode: str, refresh_seconds: int = 10,
+    def __init__(self, host: str, port: int, mode: str, refresh_seconds: int = 15,
                  wall: Callable[[], str] = _utc_now):
         self.mode, self.refresh, self.wall = mode, refresh_seconds, wall
         self._lock = threading.Lock()

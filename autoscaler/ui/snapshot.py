@@ -86,6 +86,10 @@ def _resource(res: str, rec: ResourceRecommendation, request: int | None) -> dic
             "reason": rec.reason.summary()}
 
 
+UNIT = {"cpu": "cores", "memory": "GiB"}  # what the page shows each resource in
+PER_UNIT = {"cpu": 1000.0, "memory": float(GIB)}  # the decisions' units (millicpu, bytes) in one of those
+
+
 def saves(totals: dict[str, dict[str, int | None]], replicas: int) -> dict[str, float | None]:
     """(request - recommendation) x replicas, in cores and GiB; None where no request is known."""
     def one(res: str, per: float) -> float | None:
@@ -93,7 +97,7 @@ def saves(totals: dict[str, dict[str, int | None]], replicas: int) -> dict[str, 
         if not t or t["request"] is None:
             return None
         return round((t["request"] - (t["target"] or 0)) * max(1, replicas) / per, 3)
-    return {"cores": one("cpu", 1000.0), "gib": one("memory", float(GIB))}
+    return {"cores": one("cpu", PER_UNIT["cpu"]), "gib": one("memory", PER_UNIT["memory"])}
 
 
 def workload_entry(d: VpaDecision, rep: RunReport, ctx: RunContext, outcomes: dict[str, str],

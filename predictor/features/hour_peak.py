@@ -8,9 +8,9 @@ settings), and without them a forecast needs 8 days of history, what serve fetch
 Same contract as `predictor.features.decision.decision_features`: one row per origin, row i reads
 only y[:i], values scaled by the series' own level (median of the last day) and scale (standard
 deviation of the last week), so one global model serves the fleet. The combinations (`pers_*`,
-`lvl_days`) are differences the trees would
-otherwise have to learn from many splits: the last hour's peak moved by the step the tide took at
-this hour on earlier days, and the earlier days' peak moved by today's level.
+`lvl_days`) are differences the trees would otherwise have to learn from many splits: the last
+hour's peak moved by the step the tide took at this hour on earlier days, and the earlier days'
+peak moved by today's level.
 """
 from __future__ import annotations
 

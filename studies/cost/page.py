@@ -39,18 +39,20 @@ def _cell(v: Any) -> str:
 
 
 # the namespace chart's bars: (label, column), over the replay's window when a replay was priced
-REPLAY_BARS = (("requested before Tidewise", "vpa_before_cost"), ("used", "vpa_used_cost"),
-               ("Tidewise's requests", "vpa_tidewise_cost"))
-HISTORY_BARS = (("requested", "requested_cost"), ("used", "used_cost"))
+REPLAY_BARS: tuple[tuple[str, str], ...] = (("requested before Tidewise", "vpa_before_cost"), ("used", "vpa_used_cost"),
+                                              ("Tidewise's requests", "vpa_tidewise_cost"))
+HISTORY_BARS: tuple[tuple[str, str], ...] = (("requested", "requested_cost"), ("used", "used_cost"))
 
 
 def namespace_bars(report: CostReport) -> tuple[str, list[str], dict[str, list[float | None]]]:
     """The chart's data: (the period every bar covers, the namespaces, label -> cost per namespace).
     Every bar covers the same hours of the same series: with a replay, the replayed series over the
     replay's hours (the request before, the usage and Tidewise's requests); without, the history."""
-    replayed = [r for r in report.namespaces if r["vpa_tidewise_cost"] is not None]
-    rows, bars, period = (replayed, REPLAY_BARS, f"replayed series, vpa replay {report.windows.get('vpa replay')}") \
-        if replayed else (report.namespaces, HISTORY_BARS, f"history {report.windows.get('history')}")
+    rows = [r for r in report.namespaces if r["vpa_tidewise_cost"] is not None]
+    if rows:
+        bars, period = REPLAY_BARS, f"replayed series, vpa replay {report.windows.get('vpa replay')}"
+    else:
+        rows, bars, period = report.namespaces, HISTORY_BARS, f"history {report.windows.get('history')}"
     values = {label: [r[col] for r in rows] for label, col in bars if any(r[col] is not None for r in rows)}
     return period, [r["namespace"] for r in rows], values
 

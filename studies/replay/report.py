@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from contracts.atomic import write_text_atomic
-from reports.pages import PAGE_END, figure, figure_png, image, legend, page_start, plot_blocks, table, unit_axis
+from reports.pages import PAGE_END, figure, image, legend, page_start, plot_blocks, table, unit_axis
 
 SHOWN = pd.Timedelta(days=7)  # a week shows the daily tide and the weekly dip
 MAX_PLOTS = 100
@@ -30,11 +30,6 @@ def lines_figure(title: str, lines: Sequence[tuple[str, pd.Series, dict]], unit:
     legend(ax, loc="upper left", ncol=len(lines), framealpha=0.85)  # one row: less of the data hidden
     fig.autofmt_xdate()
     return fig
-
-
-def plot_lines(title: str, lines: Sequence[tuple[str, pd.Series, dict]], unit: str, what: str = "") -> str:
-    """`lines_figure` as one base64 PNG."""
-    return figure_png(lines_figure(title, lines, unit, what))
 
 
 def _cell(v: Any) -> str:

@@ -29,7 +29,7 @@ from tests.conftest import ROOT, write_kubeconfig
 from tests.integration.prometheus_server import PrometheusServer, backfill, free_port
 
 GRAFANA = os.path.join(ROOT, "deploy", "grafana")
-DASHBOARDS = ("fleet.json", "workload.json", "nodes.json", "extender.json")
+DASHBOARDS = sorted(f for f in os.listdir(GRAFANA) if f.endswith(".json"))  # every file; test_kustomize: all shipped
 # Grafana unit ids the panels may use: cores (a custom suffix), bytes (IEC), a 0-1 share shown as
 # percent, seconds, per-second rates of events and counts of replicas or objects
 UNITS = {"suffix: cores", "bytes", "percentunit", "s", "ops", "reqps", "suffix: replicas", "suffix: objects"}
@@ -38,7 +38,6 @@ UNITS = {"suffix: cores", "bytes", "percentunit", "s", "ops", "reqps", "suffix: 
 RATE_INTERVAL = "5m"
 PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "bool",
                 "offset", "inf", "nan"}
-ENFORCER_MISSING = "tidewise enforce has no --metrics-port: the node agent's /metrics (node_enforcer/metrics.py) is missing"
 
 
 def load(name: str) -> dict[str, Any]:
@@ -72,18 +71,12 @@ def test_each_dashboard_is_grafana_json_with_units_and_a_datasource_variable(nam
         assert p["targets"] and all(t["expr"].strip() and t["datasource"]["uid"] == "${datasource}"
                                     for t in p["targets"]), where
         assert p.get("description"), where
+        steps = p["fieldConfig"]["defaults"].get("thresholds", {}).get("steps", [])
+        if p["type"] == "timeseries" and len(steps) > 1:  # a timeseries draws its thresholds only when told to
+            assert p["fieldConfig"]["defaults"]["custom"]["thresholdsStyle"]["mode"] != "off", where
     for v in variables.values():
         if v["type"] == "query":
             assert v["datasource"]["uid"] == "${datasource}" and v["query"]["query"].startswith("label_values(")
-
-
-def test_the_kustomize_base_ships_every_dashboard_in_a_configmap_for_the_grafana_sidecar():
-    with open(os.path.join(ROOT, "deploy", "kustomization.yaml")) as fh:
-        kustomization = yaml.safe_load(fh)
-    [gen] = [g for g in kustomization["configMapGenerator"] if g["name"] == "tidewise-dashboards"]
-    assert gen["options"]["labels"] == {"grafana_dashboard": "1"}
-    assert sorted(os.path.basename(f) for f in gen["files"]) == sorted(DASHBOARDS)
-    assert sorted(f for f in os.listdir(GRAFANA) if f.endswith(".json")) == sorted(DASHBOARDS)
 
 
 # --- the stack -----------------------------------------------------------------------------------
@@ -134,11 +127,6 @@ def _cluster_files(root) -> tuple[str, str, str]:
     write_long(cluster.history(), str(history))
     state.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": cluster_objects(cluster)}))
     return str(om), str(history), str(state)
-
-
-def _enforcer_has_metrics() -> bool:
-    with open(os.path.join(ROOT, "tidewise", "commands", "enforce.py")) as fh:
-        return "--metrics-port" in fh.read()
 
 
 def _start_enforcer(root, port: int) -> tuple[subprocess.Popen, Any]:
@@ -225,9 +213,9 @@ def _wait_for(prom: Prom, exprs: list[str], seconds: float = 90) -> None:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    """Prometheus (backfilled cluster history up to now) scraping serve, the extender and, when it has
-    one, the node agent's /metrics every second; yields the Prometheus client once every job has
-    been scraped after the processes did their work."""
+    """Prometheus (backfilled cluster history up to now) scraping serve, the extender and the node
+    agent's /metrics every second; yields the Prometheus client once every job has been scraped
+    after the processes did their work."""
     from tests.extender.test_extender_cli import state_at
 
     root = tmp_path_factory.mktemp("dashboards")
@@ -236,7 +224,7 @@ def stack(tmp_path_factory):
     server = PrometheusServer(str(root / "data")).start()
     procs: list[subprocess.Popen] = []
     fake = None
-    ports = {"serve": free_port(), "extender": free_port()}
+    ports = {"serve": free_port(), "extender": free_port(), "enforcer": free_port()}
     try:
         procs.append(_spawn(root, "serve", [
             "serve", "--cluster-state", state, "--source", "file", "--input", history, "--sink", "file",
@@ -246,10 +234,8 @@ def stack(tmp_path_factory):
         procs.append(_spawn(root, "extender", [
             "extender", "--listen", f"127.0.0.1:{ports['extender']}",
             "--cluster-state", state_at(now, root / "extender-state.json")]))
-        if _enforcer_has_metrics():
-            ports["enforcer"] = free_port()
-            proc, fake = _start_enforcer(root, ports["enforcer"])
-            procs.append(proc)
+        proc, fake = _start_enforcer(root, ports["enforcer"])
+        procs.append(proc)
         for proc, port in zip(procs, ports.values()):
             _wait_http(f"http://127.0.0.1:{port}/metrics", proc)
         _reload_scraping(server, ports)
@@ -258,8 +244,7 @@ def stack(tmp_path_factory):
         _extender_calls(extender, now)
         _wait_for(prom, ["tidewise_extender_calls_total", 'tidewise_runs_total{outcome="ok"} > 1'])
         _extender_calls(extender, now)  # a second batch after the first was scraped: the rates are not 0
-        _wait_for(prom, ["increase(tidewise_extender_calls_total[1m]) > 0"]
-                  + (["tidewise_enforcer_runs_total > 1"] if "enforcer" in ports else []))
+        _wait_for(prom, ["increase(tidewise_extender_calls_total[1m]) > 0", "tidewise_enforcer_runs_total > 1"])
         yield prom
     finally:
         _stop(procs)
@@ -327,8 +312,6 @@ def variable_values(prom: Prom, board: dict[str, Any], chosen: dict[str, str]) -
 
 @pytest.mark.parametrize("name", DASHBOARDS)
 def test_every_panel_returns_data_and_names_only_scraped_metrics(stack, name):
-    if name == "nodes.json" and not _enforcer_has_metrics():
-        pytest.fail(ENFORCER_MISSING)
     board = load(name)
     values = variable_values(stack, board, sized_in_both(stack) if name == "workload.json" else {})
     scraped = stack.names()

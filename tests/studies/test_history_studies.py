@@ -59,12 +59,20 @@ def check_history_block(h: dict, cluster, path) -> None:
     assert h["mean_usage_cores"] == pytest.approx(simulated_day_cpu(path), rel=0.03)
 
 
-def test_colocation_on_fetched_history(fetched, tmp_path):
+def simulate_history(study: str, fetched, out, *extra: str):
+    """(stderr, results.json) of `tidewise simulate STUDY --history` on the fetched file, its
+    `history` block checked against the cluster that was fetched."""
     cluster, path = fetched
-    r = run_main("simulate", "colocation", "--history", str(path), *FAST, "--out", str(tmp_path / "o"))
+    r = run_main("simulate", study, "--history", str(path), *FAST, *extra, "--out", str(out))
     assert r.returncode == 0, r.stderr
-    results = json.loads((tmp_path / "o" / "results.json").read_text())
+    results = json.loads((out / "results.json").read_text())
     check_history_block(results["history"], cluster, path)
+    return r.stderr, results
+
+
+def test_colocation_on_fetched_history(fetched, tmp_path):
+    cluster, _ = fetched
+    stderr, results = simulate_history("colocation", fetched, tmp_path / "o")
     # the fewest 30-core nodes that hold the requests at 90% fill
     assert results["history"]["nodes"] == int(np.ceil(results["history"]["requested_cores"] / 27))
     p = results["policies"]
@@ -74,15 +82,12 @@ def test_colocation_on_fetched_history(fetched, tmp_path):
     assert details["cluster"]["services"] == results["history"]["pods"]
     assert sorted(details["cluster"]["traces"]) == sorted(f"{w.namespace}/{w.kind}/{w.name}/{w.container}"
                                                            for w in cluster.workloads)
-    assert "workloads in" in r.stderr
+    assert "workloads in" in stderr
 
 
 def test_tide_on_fetched_history(fetched, tmp_path):
-    cluster, path = fetched
-    r = run_main("simulate", "tide", "--history", str(path), *FAST, "--out", str(tmp_path / "o"))
-    assert r.returncode == 0, r.stderr
-    results = json.loads((tmp_path / "o" / "results.json").read_text())
-    check_history_block(results["history"], cluster, path)
+    _, path = fetched
+    _, results = simulate_history("tide", fetched, tmp_path / "o")
     assert {"watermark", "schedule", "tidewise"} <= set(results["policies"])
     details = json.loads((tmp_path / "o" / "details.json").read_text())
     pool = details["pool"]
@@ -92,11 +97,8 @@ def test_tide_on_fetched_history(fetched, tmp_path):
 
 
 def test_rebalance_on_fetched_history(fetched, tmp_path):
-    cluster, path = fetched
-    r = run_main("simulate", "rebalance", "--history", str(path), *FAST, "--out", str(tmp_path / "o"))
-    assert r.returncode == 0, r.stderr
-    doc = json.loads((tmp_path / "o" / "results.json").read_text())
-    check_history_block(doc["history"], cluster, path)
+    cluster, _ = fetched
+    _, doc = simulate_history("rebalance", fetched, tmp_path / "o")
     assert doc["services"] == doc["history"]["pods"] and doc["traces"] == len(cluster.workloads)
     assert list(doc["policies"]) == ["none", "reactive", "tidewise"]
 

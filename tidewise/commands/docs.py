@@ -26,8 +26,7 @@ def docs_folder() -> str | None:
     candidates = []
     if os.path.isfile(os.path.join(package_parent, "pyproject.toml")):
         candidates.append(os.path.join(package_parent, "docs"))
-    for scheme in (None, sysconfig.get_preferred_scheme("user")):
-        data = sysconfig.get_path("data") if scheme is None else sysconfig.get_path("data", scheme)
+    for data in (sysconfig.get_path("data"), sysconfig.get_path("data", sysconfig.get_preferred_scheme("user"))):
         candidates.append(os.path.join(data, INSTALLED))
     return next((c for c in candidates if os.path.isfile(os.path.join(c, PRICES_EXAMPLE))), None)
 

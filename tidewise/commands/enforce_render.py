@@ -56,7 +56,7 @@ def _render_isolation(res: "ReconcileResult") -> list[str]:
 
 
 def plan_doc(res: "ReconcileResult", node: str, topo_summary: str, cgroup_version: int,
-              dry_run: bool) -> dict[str, Any]:
+             dry_run: bool) -> dict[str, Any]:
     """What --plan-out holds: the allocation, the diff, what could not be written, and evictions."""
     report = res.report
     assert res.allocation is not None and report is not None, "plan_doc() takes a completed reconcile"

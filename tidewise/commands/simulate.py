@@ -57,10 +57,10 @@ def run(args: argparse.Namespace) -> int:
         from tidewise.commands.simulate_tide import run_tide
 
         return run_tide(args)
-    from studies.simulation.colocation.runner import run_study, write_outputs
-    from studies.simulation.colocation.study import StudySettings
     from dataclasses import asdict
 
+    from studies.simulation.colocation.runner import run_study, write_outputs
+    from studies.simulation.colocation.study import StudySettings
     from studies.simulation.harness.cluster import ClusterSettings
     from studies.simulation.harness.history import read_history
     from tidewise.paths import prepare_output_dir

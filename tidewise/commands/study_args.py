@@ -8,6 +8,7 @@ import os
 
 DEFAULT_TRACES = os.path.join("..", "shared", "data")
 
+
 def add_study_args(c: argparse.ArgumentParser, *, nodes: int, nodes_help: str, days: int, seed_help: str,
                    policies: list[str], out: str, model_help: str, cache_help: str) -> None:
     c.set_defaults(default_nodes=nodes)
@@ -49,17 +50,13 @@ def check_study_args(args: argparse.Namespace) -> None:
 
 def check_traces(args: argparse.Namespace) -> None:
     """After every flag is checked (a bad flag is named even where the traces are missing): the traces
-    folder, or the history file (read, and its errors named, by the study)."""
+    folder; with --history, only that --traces is not given too (the file and --step are read and
+    checked by `harness.history.read_history`, before the output folder is made)."""
     from contracts.errors import InputError
-    from predictor.durations import parse_duration
 
-    if args.history is not None:
+    if args.history is not None:  # --step and the file itself: harness.history.read_history
         if args.traces is not None:
             raise InputError(f"--history {args.history} and --traces {args.traces}: give one of them")
-        parse_duration(args.step, what="--step")
-        if not os.path.isfile(args.history):
-            raise InputError(f"--history {args.history}: no such file; pass the long file "
-                             "`tidewise fetch --output PATH` wrote")
         return
     if args.traces is None:
         if not os.path.isdir(DEFAULT_TRACES):
@@ -73,7 +70,8 @@ def check_traces(args: argparse.Namespace) -> None:
 
 
 def source_settings(args: argparse.Namespace) -> dict:
-    """The study settings' fields that say where the services come from (after check_traces)."""
+    """The study settings' fields that say where the services come from (the traces default to
+    ../shared/data where check_traces has not run yet)."""
     return {"traces": args.traces or DEFAULT_TRACES, "history": args.history, "history_step": args.step,
             "fit_nodes": args.fit_nodes and args.history is not None}
 

@@ -25,9 +25,10 @@ import numpy as np
 import pandas as pd
 
 from contracts.errors import InputError
+from predictor.sources.prometheus import WORKLOAD_CONTAINER
 from predictor.types import SeriesKey
 from studies.simulation.harness.cluster import Cluster, ClusterSettings, Service, assemble, build_cluster
-from studies.simulation.harness.traces import Trace, _longest_run, _regular, load_traces, make_trace
+from studies.simulation.harness.traces import Trace, _longest_run, load_traces, make_trace
 
 log = logging.getLogger(__name__)
 
@@ -99,9 +100,9 @@ def _label(labels: pd.DataFrame | None, series: str, column: str) -> str | None:
         else str(v).strip()
 
 
-def _too_short(path: str, cpu: dict[SeriesKey, pd.Series], days: int) -> InputError:
-    longest = max((len(r) for r in (_longest_run(*_regular(y)) for y in cpu.values())), default=0)
-    step = _regular(next(iter(cpu.values())))[1]
+def _too_short(path: str, cpu: dict[SeriesKey, pd.Series], step: pd.Timedelta, days: int) -> InputError:
+    # the reader put every series on `step` already: only the gaps are left to measure
+    longest = max(len(_longest_run(y, step)) for y in cpu.values())
     have = longest * step / pd.Timedelta(days=1)
     need = days + MIN_HISTORY_DAYS
     return InputError(f"--history {path}: its longest CPU series covers {have:.1f} days without an hour-long gap; "
@@ -135,11 +136,11 @@ def load_user_history(path: str, step: pd.Timedelta, days: int, max_history_days
             skipped.append(name)
             continue
         request = _median(hist.series.get(replace(key, resource="cpu_request").id))
-        replicas = _median(hist.series.get(replace(key, container="-", resource="replicas").id))
+        replicas = _median(hist.series.get(replace(key, container=WORKLOAD_CONTAINER, resource="replicas").id))
         workloads.append(HistoryWorkload(name, trace, request, max(1, round(replicas or 1)),
                                          _label(hist.labels, key.id, "node")))
     if not workloads:
-        raise _too_short(path, cpu, days)
+        raise _too_short(path, cpu, step, days)
     if skipped:
         log.warning("--history %s: %d of %d CPU series too short for %d simulated days, left out: %s", path,
                     len(skipped), len(cpu), days, ", ".join(skipped[:5]))
@@ -203,12 +204,20 @@ def _place(h: UserHistory, pods: list[Service], settings: ClusterSettings, fit: 
     return n, requested
 
 
-def history_cluster(h: UserHistory, settings: ClusterSettings, seed: int, minutes: int, fit: bool = True,
-                    min_nodes: int = 1) -> Cluster:
-    """The history's pods on a cluster (seeded: sized requests and the daemons' noise)."""
+def _placed(h: UserHistory, settings: ClusterSettings, seed: int, fit: bool,
+            min_nodes: int) -> tuple[list[Service], int, np.ndarray, np.random.Generator]:
+    """The history's pods sized (seeded) and placed: (pods, nodes, requested per node, the generator
+    to go on with)."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))
     pods = _pods(h, settings, rng)
     n, requested = _place(h, pods, settings, fit, min_nodes)
+    return pods, n, requested, rng
+
+
+def history_cluster(h: UserHistory, settings: ClusterSettings, seed: int, minutes: int, fit: bool = True,
+                    min_nodes: int = 1) -> Cluster:
+    """The history's pods on a cluster (seeded: sized requests and the daemons' noise)."""
+    pods, n, requested, rng = _placed(h, settings, seed, fit, min_nodes)
     return assemble(h.traces, pods, replace(settings, nodes=n), requested, rng, minutes)
 
 
@@ -237,8 +246,7 @@ def read_history(s: SourceSettings, settings: ClusterSettings | None = None, min
     check_days(s.days)
     h = load_user_history(s.history, parse_duration(s.history_step, what="--step"), s.days, s.max_history_days)
     if settings is not None:
-        rng = np.random.default_rng(np.random.SeedSequence([s.seed, 1]))
-        _place(h, _pods(h, settings, rng), settings, s.fit_nodes, min_nodes)
+        _placed(h, settings, s.seed, s.fit_nodes, min_nodes)  # raises where the pods do not fit
     return h
 
 

@@ -1,0 +1,58 @@
+"""The offline fleet the serving benchmarks run `run_once` on (`serving.py`'s scale part,
+`tidal_serve.py`): a synthetic cluster of big nodes, its usage as one in-memory History on a shared
+index, the cluster state as `kubectl get -o json` prints it, one timed run, and one more 5-minute step
+of data (each series repeating its value a day earlier)."""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+from typing import Any, Callable
+
+import pandas as pd
+
+from predictor.history import History
+from predictor.sources.synthetic import SyntheticCluster, generate_cluster
+from studies.demo import cluster_objects
+
+
+def offline_fleet(workloads: int, nodes: int, days: int) -> tuple[SyntheticCluster, History]:
+    """The cluster (10,000 workloads x ~3 pods need big nodes: 96 cores, 384 GiB) and its usage."""
+    c = generate_cluster(seed=1, workloads=workloads, namespaces=20, nodes=nodes, days=days, end="2026-11-02",
+                         gaps=False)
+    for n in c.nodes:
+        n.cpu_cores, n.memory_bytes = 96, 384 * 2**30
+    idx = c.index()
+    series = {w.key(res).id: pd.Series(c.usage(w, res).to_numpy(), index=idx)
+              for w in c.workloads for res in ("cpu", "memory")}
+    return c, History(series, c.step)
+
+
+def write_state(c: SyntheticCluster, out: str, edit: Callable[[list[dict[str, Any]]], None] | None = None) -> str:
+    """The cluster's objects (changed in place by `edit` first, when given) as a state file in `out`."""
+    objects = cluster_objects(c)
+    if edit is not None:
+        edit(objects)
+    path = os.path.join(out, "cluster-state.json")
+    with open(path, "w") as fh:
+        json.dump({"apiVersion": "v1", "kind": "List", "items": objects}, fh)
+    return path
+
+
+def timed_run(loop: Any, label: str) -> tuple[Any, dict[str, Any]]:
+    """(the run's report, its record: wall and CPU seconds, per-step seconds, counts, peak RSS so far)."""
+    t, cpu = time.perf_counter(), time.process_time()
+    rep = loop.run_once()
+    return rep, {"label": label, "seconds": time.perf_counter() - t, "cpu": time.process_time() - cpu,
+                 "outcome": rep.outcome, "steps": {x.name: round(x.seconds, 3) for x in rep.steps},
+                 "vpa": len(rep.vpa), "hpa": len(rep.hpa), "nodes": len(rep.reclaim), "changes": len(rep.changes),
+                 "skipped": len(rep.skipped), "detail": next((x.detail for x in rep.steps if x.name == "forecast"), ""),
+                 "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+def advance(hist: History, step: pd.Timedelta) -> None:
+    """One more step of data for every series: its value a day before."""
+    per_day = int(pd.Timedelta("1D") / step)
+    for sid, y in list(hist.series.items()):
+        hist.series[sid] = pd.concat([y, pd.Series([y.iloc[-per_day]], index=[y.index[-1] + step])])
