@@ -19,7 +19,8 @@ from contracts.http_endpoint import Endpoint, probe, route_handler
 from predictor.types import quantile_column
 
 log = logging.getLogger(__name__)
-# the `reason` label values of tidewise_registry_refused_total (autoscaler.input.registry.refusal_reason)
+# the `reason` label values of tidewise_registry_refused_total: predictor.registry.RegistryError's reasons,
+# and `key` (the key file could not be read)
 REGISTRY_REFUSALS = ("signature", "digest", "schema", "missing", "load", "key")
 
 

@@ -27,23 +27,6 @@ if TYPE_CHECKING:  # annotations only: predictor.registry is imported when a ver
 # what the loop's registry step calls: a folder in, the verified version it serves out (RegistryError when none)
 RegistryLoader = Callable[[str], "RegistryVersion"]
 
-# a RegistryError's message -> the refusal's reason (predictor/registry words them; first match wins)
-_REASONS = (("load", ("does not load",)),
-            ("signature", ("signature", "not signed")),
-            ("digest", ("checksum", "does not match", "changed on disk", "unlisted files", "manifest.sha256")),
-            ("schema", ("schema version", "not valid json", "lists no artifacts", "outside its folder", "names model")),
-            ("missing", ("missing", "no such folder", "does not exist", "has no", "cannot be")))
-
-
-def refusal_reason(message: str) -> str:
-    """load | signature | digest | schema | missing: why a registry version was refused."""
-    text = message.lower()
-    for reason, words in _REASONS:
-        if any(w in text for w in words):
-            return reason
-    return "load"
-
-
 @runtime_checkable
 class RegistryEvents(Protocol):
     """Told of each refused version and of the version loaded (autoscaler.metrics.Metrics)."""
@@ -76,7 +59,7 @@ class RegistryReader:
                 key = read_key(self.key_file, "registry key file")
             except Exception as exc:  # noqa: BLE001 - a vanished Secret refuses the load, it does not stop the loop
                 self._refused("key")
-                raise RegistryError(str(exc)) from None
+                raise RegistryError(str(exc), reason="key") from None
         old = self._loaded
         if old is not None and key == self._key:
             try:
@@ -89,13 +72,13 @@ class RegistryReader:
 
         def on_refused(version: str, exc: RegistryError) -> None:
             refused.append(version)
-            self._refused(refusal_reason(str(exc)))
+            self._refused(exc.reason)
 
         try:
             loaded = self._loaded = load_last_good(path, on_refused, key=key)
         except RegistryError as exc:
             if not refused:  # nothing to try at all: no folder, no `latest`, no version
-                self._refused(refusal_reason(str(exc)))
+                self._refused(exc.reason)
             raise
         self._key = key
         if self.events is not None:

@@ -61,18 +61,20 @@ def list_versions(registry_dir: str) -> list[str]:
 def resolve(registry_dir: str, version: str | None = None) -> str:
     """The folder of `version`, or of `latest` (a version folder given directly also works)."""
     if not os.path.isdir(registry_dir):
-        raise RegistryError(f"registry {registry_dir}: no such folder — run `tidewise train --registry {registry_dir}` first")
+        raise RegistryError(f"registry {registry_dir}: no such folder — run `tidewise train --registry {registry_dir}` first",
+                            reason="missing")
     if version is None and os.path.isfile(os.path.join(registry_dir, MANIFEST)):
         return registry_dir
     if version is None:
         link = os.path.join(registry_dir, LATEST)
         if not os.path.lexists(link):
-            raise RegistryError(f"registry {registry_dir} has no `{LATEST}` version — run `tidewise train --registry {registry_dir}` first")
+            raise RegistryError(f"registry {registry_dir} has no `{LATEST}` version — run `tidewise train --registry {registry_dir}` first",
+                                reason="missing")
         path = os.path.realpath(link)
     else:
         path = os.path.join(registry_dir, version)
     if not os.path.isdir(path):
-        raise RegistryError(f"registry version {path} does not exist")
+        raise RegistryError(f"registry version {path} does not exist", reason="missing")
     return path
 
 
@@ -97,7 +99,7 @@ def load_version(registry_dir: str, version: str | None = None, key: bytes | Non
         raise
     except Exception as exc:  # noqa: BLE001 - whatever verified bytes do when parsed, the version is refused
         raise RegistryError(f"registry version {path} verifies but does not load ({type(exc).__name__}: {exc}); "
-                            "refusing it — retrain with `tidewise train`") from None
+                            "refusing it — retrain with `tidewise train`", reason="load") from None
 
 
 def check_unchanged(reg: RegistryVersion) -> None:
@@ -118,7 +120,7 @@ def _choice_of(key: str, entry: dict[str, Any], reg: RegistryVersion) -> Choice:
     for name in choice.runs():
         if not known_model(name):
             raise RegistryError(f"registry version {reg.version} names model {name!r} for {key}, which this "
-                                "tidewise does not have; retrain with `tidewise train`")
+                                "tidewise does not have; retrain with `tidewise train`", reason="schema")
     return choice
 
 
@@ -182,7 +184,8 @@ def load_last_good(registry_dir: str, on_refused: Callable[[str, RegistryError],
             log.error("registry version %s refused: %s", v, exc)
             if on_refused:
                 on_refused(v, exc)
-    raise RegistryError(f"registry {registry_dir} has no version that verifies: " + "; ".join(tried[-3:]))
+    raise RegistryError(f"registry {registry_dir} has no version that verifies: " + "; ".join(tried[-3:]),
+                        reason="missing")
 
 
 def load_recent(reg: RegistryVersion) -> History | None:

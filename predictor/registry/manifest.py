@@ -37,7 +37,14 @@ _CHAIN = (MANIFEST, MANIFEST_DIGEST, SIGNATURE)
 
 
 class RegistryError(TidewiseError):
-    """A registry version is missing, tampered with, or written by an incompatible version."""
+    """A registry version is missing, tampered with, or written by an incompatible version; `reason`
+    says which, for serve's `tidewise_registry_refused_total{reason}`: missing, digest (a checksum
+    or the folder's contents do not match the manifest), signature, schema (a manifest this tidewise
+    cannot read) or load (it verifies but its models do not load)."""
+
+    def __init__(self, message: str, reason: str = "load"):
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -104,11 +111,12 @@ def verify_sealed(path: str, key: bytes | None = None) -> tuple[dict[str, Any], 
     try:
         manifest = json.loads(body.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RegistryError(f"registry manifest {mpath} is not valid JSON ({exc}); refusing it") from None
+        raise RegistryError(f"registry manifest {mpath} is not valid JSON ({exc}); refusing it",
+                            reason="schema") from None
     schema = manifest.get("schema_version") if isinstance(manifest, dict) else None
     if schema != SCHEMA_VERSION:
         raise RegistryError(f"registry version {path} has schema version {schema!r}; this tidewise reads "
-                            f"version {SCHEMA_VERSION} — retrain with `tidewise train`")
+                            f"version {SCHEMA_VERSION} — retrain with `tidewise train`", reason="schema")
     _check_artifacts(path, manifest)
     return manifest, Seal(digest, files)
 
@@ -123,7 +131,8 @@ def check_sealed(path: str, seal: Seal) -> None:
     except RegistryError:
         files, digest = {}, ""
     if digest != seal.digest or files != seal.files:
-        raise RegistryError(f"registry version {path} changed on disk since it was loaded; refusing it")
+        raise RegistryError(f"registry version {path} changed on disk since it was loaded; refusing it",
+                            reason="digest")
 
 
 def _stat_folder(path: str) -> dict[str, tuple[int, int, int, int]]:
@@ -133,7 +142,8 @@ def _stat_folder(path: str) -> dict[str, tuple[int, int, int, int]]:
             st = os.stat(os.path.join(path, name), follow_symlinks=False)
             out[name] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     except OSError as exc:
-        raise RegistryError(f"registry version {path} cannot be listed ({exc.strerror}); refusing it") from None
+        raise RegistryError(f"registry version {path} cannot be listed ({exc.strerror}); refusing it",
+                            reason="missing") from None
     return out
 
 
@@ -143,9 +153,10 @@ def _read_manifest(path: str) -> tuple[bytes, str]:
         with open(mpath, "rb") as fh:
             body = fh.read()
     except FileNotFoundError:
-        raise RegistryError(f"registry version {path} has no {MANIFEST}; refusing it") from None
+        raise RegistryError(f"registry version {path} has no {MANIFEST}; refusing it", reason="missing") from None
     except OSError as exc:
-        raise RegistryError(f"registry manifest {mpath} cannot be read ({exc.strerror}); refusing it") from None
+        raise RegistryError(f"registry manifest {mpath} cannot be read ({exc.strerror}); refusing it",
+                            reason="missing") from None
     return body, hashlib.sha256(body).hexdigest()
 
 
@@ -155,37 +166,40 @@ def _check_digest(path: str, digest: str) -> None:
             recorded = (fh.read(256).split() or [""])[0]
     except FileNotFoundError:
         raise RegistryError(f"registry version {path} has no {MANIFEST_DIGEST} (written by an older tidewise, or "
-                            "removed); refusing it — retrain with `tidewise train`") from None
+                            "removed); refusing it — retrain with `tidewise train`", reason="digest") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise RegistryError(f"registry file {os.path.join(path, MANIFEST_DIGEST)} cannot be read ({exc}); refusing it") from None
+        raise RegistryError(f"registry file {os.path.join(path, MANIFEST_DIGEST)} cannot be read ({exc}); refusing it",
+                            reason="digest") from None
     if not hmac.compare_digest(recorded, digest):
         raise RegistryError(f"registry manifest {os.path.join(path, MANIFEST)} does not match {MANIFEST_DIGEST} "
                             f"(sha256 {digest[:12]}…, recorded {recorded[:12]}…): it was edited after training; "
-                            "refusing it — retrain or restore it")
+                            "refusing it — retrain or restore it", reason="digest")
 
 
 def _check_artifacts(path: str, manifest: dict[str, Any]) -> None:
     mpath = os.path.join(path, MANIFEST)
     arts = manifest.get("artifacts")
     if not isinstance(arts, dict) or SERIES_FILE not in arts:
-        raise RegistryError(f"registry manifest {mpath} lists no artifacts; refusing it")
+        raise RegistryError(f"registry manifest {mpath} lists no artifacts; refusing it", reason="schema")
     for name, meta in arts.items():
         if os.path.basename(name) != name or name.startswith(".") or name in _CHAIN:
-            raise RegistryError(f"registry manifest {mpath} names an artifact outside its folder: {name!r}")
+            raise RegistryError(f"registry manifest {mpath} names an artifact outside its folder: {name!r}",
+                                reason="schema")
         fpath = os.path.join(path, name)
         if not os.path.isfile(fpath):
-            raise RegistryError(f"registry artifact {fpath} is missing; refusing version {manifest.get('version')}")
+            raise RegistryError(f"registry artifact {fpath} is missing; refusing version {manifest.get('version')}",
+                                reason="missing")
         digest = sha256_file(fpath)
         if not isinstance(meta, dict) or digest != meta.get("sha256"):
             want = str(meta.get("sha256") if isinstance(meta, dict) else None)
             raise RegistryError(f"registry artifact {fpath} fails its checksum (sha256 {digest[:12]}…, manifest says "
                                 f"{want[:12]}…): it was modified after training; refusing "
-                                f"version {manifest.get('version')} — retrain or restore it")
+                                f"version {manifest.get('version')} — retrain or restore it", reason="digest")
     # a version is written whole by `write_version`: anything else in it (a pickle dropped beside
     # the artifacts, say) was put there by someone else
     stray = sorted(set(os.listdir(path)) - set(arts) - set(_CHAIN))
     if stray:
-        raise RegistryError(f"registry version {path} holds unlisted files {stray}; refusing it")
+        raise RegistryError(f"registry version {path} holds unlisted files {stray}; refusing it", reason="digest")
 
 
 _warned_unchecked: set[str] = set()
@@ -201,14 +215,15 @@ def _check_signature(path: str, digest: str, key: bytes | None) -> None:
         return
     if not os.path.lexists(spath):
         raise RegistryError(f"registry version {path} is not signed but --registry-key was given; refusing it — "
-                            "retrain with `tidewise train --registry-key FILE`")
+                            "retrain with `tidewise train --registry-key FILE`", reason="signature")
     try:
         with open(spath, encoding="ascii") as fh:
             sig = json.loads(fh.read(4096))
         given = str(sig["mac"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise RegistryError(f"registry signature {spath} is unreadable ({exc}); refusing it") from None
+        raise RegistryError(f"registry signature {spath} is unreadable ({exc}); refusing it",
+                            reason="signature") from None
     if not hmac.compare_digest(given, mac(key, digest)):
         raise RegistryError(f"registry version {path}: the signature does not verify with the given key (key id "
                             f"{key_id(key)}, signed with {str(sig.get('key_id'))[:12]}); refusing it — use the "
-                            "training job's key or retrain")
+                            "training job's key or retrain", reason="signature")

@@ -3,15 +3,18 @@ tidewise_registry_refused_total{reason}, and tidewise_registry_version_info name
 The loop runs in process with real registry versions on disk and serve's real metrics."""
 from __future__ import annotations
 
+import ast
 import datetime as dt
+import hashlib
 import json
 import os
+import pathlib
 
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from autoscaler.input.registry import RegistryReader, refusal_reason
+from autoscaler.input.registry import RegistryReader
 from autoscaler.metrics import REGISTRY_REFUSALS, Metrics
 from autoscaler.output.sinks import DryRunSink
 from autoscaler.routines.loop import OK, ServingLoop
@@ -110,14 +113,34 @@ def test_each_refusal_gets_its_reason(tmp_path):
     assert ev.refused == ["digest"] and ev.loaded == [signed]
 
 
-@pytest.mark.parametrize("message,reason", [
-    ("registry version /m/v has schema version 999; this tidewise reads version 3 — retrain", "schema"),
-    ("registry manifest /m/v/manifest.json is not valid JSON (x); refusing it", "schema"),
-    ("registry version /m/v verifies but does not load (ValueError: missing quantile); refusing it", "load"),
-    ("registry version /m/v names model 'x' for a/b, which this tidewise does not have", "schema"),
-    ("registry artifact /m/v/series.json is missing; refusing version v", "missing"),
-    ("registry version /m/v has no manifest.sha256 (written by an older tidewise, or removed)", "digest"),
-    ("registry version /m/v: the signature does not verify with the given key (key id ab)", "signature"),
+def resealed(version_dir, **changes) -> None:
+    """The version's manifest with `changes`, its digest rewritten to match (a checksum-valid edit)."""
+    manifest = version_dir / "manifest.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), **changes}))
+    digest = hashlib.sha256(manifest.read_bytes()).hexdigest()
+    (version_dir / "manifest.sha256").write_text(f"{digest}  manifest.json\n")
+
+
+@pytest.mark.parametrize("changes,reason", [
+    ({"schema_version": 999}, "schema"),  # a manifest of another tidewise, checksums intact
+    ({"artifacts": {}}, "schema"),
+    ({"artifacts": {"../outside.json": "0" * 64}}, "schema"),
 ])
-def test_refusal_reasons_of_the_registry_s_messages(message, reason):
-    assert refusal_reason(message) == reason and reason in REGISTRY_REFUSALS
+def test_schema_refusals_carry_their_reason(tmp_path, changes, reason):
+    reg = tmp_path / "reg"
+    v = write(reg, {}, 0)
+    resealed(reg / v, **changes)
+    ev = Events()
+    with pytest.raises(registry.RegistryError, match="no version that verifies"):
+        RegistryReader(None, ev)(str(reg))
+    assert ev.refused == [reason]  # the version's own refusal; the "none verifies" after it is not counted again
+
+
+def test_every_reason_the_registry_raises_is_a_metric_label():
+    """Each `reason=` a RegistryError is raised with in predictor/registry is a label value of
+    tidewise_registry_refused_total, so no refusal is counted under a label the alert does not know."""
+    root = pathlib.Path(registry.__file__).parent
+    raised = {kw.value.value for f in root.glob("*.py") for node in ast.walk(ast.parse(f.read_text()))
+              if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "RegistryError"
+              for kw in node.keywords if kw.arg == "reason"}
+    assert {"missing", "digest", "signature", "schema", "load"} <= raised <= set(REGISTRY_REFUSALS)
