@@ -59,15 +59,18 @@ class _BarAdvance(Advance):
 
 
 @contextlib.contextmanager
-def progress(description: str, total: int, enabled: bool | None = None) -> Iterator[Advance]:
-    """Yield `advance(n)` (with `.note(text)`); a rich bar on a terminal, rate-limited lines otherwise."""
+def progress(description: str, total: int, enabled: bool | None = None, announce: bool = True) -> Iterator[Advance]:
+    """Yield `advance(n)` (with `.note(text)`); a rich bar on a terminal, rate-limited lines otherwise.
+    `announce=False` leaves out the plain start line, so that work failing at its first item (a server
+    that cannot be reached) still ends in one line of error."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
     show = console.is_terminal if enabled is None else enabled
     if not show:
-        print(f"{description}: {total} ...", file=sys.stderr, flush=True)
+        if announce:
+            print(f"{description}: {total} ...", file=sys.stderr, flush=True)
         lines = Advance(description, total)
         yield lines
         print(f"{description}: done in {lines.elapsed():.0f} s", file=sys.stderr, flush=True)

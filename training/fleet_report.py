@@ -1,6 +1,9 @@
 """`tidewise report`: forecast from a registry version and render the fleet report."""
 from __future__ import annotations
 
+import contextlib
+from typing import Any, Callable, ContextManager
+
 import pandas as pd
 
 from predictor.errors import InputError
@@ -43,8 +46,12 @@ def fleet_rows(reg, profiles: dict[str, dict], forecasts=()) -> list[dict]:
 
 def write_registry_report(registry_dir: str, out: str, *, input_path: str | None = None,
                           horizon: pd.Timedelta = pd.Timedelta(days=1), max_plots: int = 200,
-                          key: bytes | None = None) -> str:
-    """Write the report of the latest verified version; returns a one-line summary."""
+                          key: bytes | None = None,
+                          progress: Callable[[str, int], ContextManager[Any]] | None = None) -> str:
+    """Write the report of the latest verified version; returns a one-line summary. `progress(description,
+    total)` (e.g. `tidewise.progress.progress`) yields an `advance(n)`: told once the forecasts are made
+    and after each plot."""
+    stage = progress or (lambda description, total: contextlib.nullcontext(lambda n=1: None))
     reg = load_version(registry_dir, key=key)
     step = pd.Timedelta(seconds=int(reg.manifest["step_seconds"]))
     if input_path:
@@ -61,7 +68,9 @@ def write_registry_report(registry_dir: str, out: str, *, input_path: str | None
     if history.step != step:
         history = _refine(history, step)
         req = ForecastRequest(horizon=horizon, step=step, quantiles=reg.quantiles)
-    forecasts = forecast_version(reg, history, req)
+    with stage(f"forecasting {len(history.series)} series", 1) as advance:
+        forecasts = forecast_version(reg, history, req)
+        advance(1)
     profiles = reg.profiles or {}
     rows = fleet_rows(reg, profiles, forecasts)
     skills = [r["skill"] for r in rows if isinstance(r.get("skill"), (int, float))]
@@ -73,8 +82,9 @@ def write_registry_report(registry_dir: str, out: str, *, input_path: str | None
     decision = summary_lines((reg.manifest.get("training") or {}).get("decision_time") or {})
     if decision:  # the decision-time models' backtest against the day-ahead forecast (training/decision_time.py)
         meta += ". " + "; ".join(decision)
-    render_report(out, history, forecasts, profiles, title="Tidewise forecast report", fleet=rows, meta=meta,
-                  max_plots=max_plots)
+    with stage("plotting report", min(max_plots, len(forecasts))) as advance:
+        render_report(out, history, forecasts, profiles, title="Tidewise forecast report", fleet=rows, meta=meta,
+                      max_plots=max_plots, on_plot=advance)
     fell = sum(1 for r in rows if r.get("fallback"))
     return (f"report of {len(rows)} series ({len(forecasts)} forecasts) from {reg.version} -> {out}"
             + (f"; {fell} series ran a fallback model (see the table's 'model that ran')" if fell else ""))

@@ -77,7 +77,8 @@ class PrometheusSource:
     slice_steps = OWNER_STEPS
 
     def __init__(self, settings: PrometheusSettings, what: tuple[str, ...] = ("cpu", "memory"),
-                 client: Any = None, sleep: Callable[[float], None] = time.sleep):
+                 client: Any = None, sleep: Callable[[float], None] = time.sleep,
+                 on_request: Callable[[], None] | None = None):
         unknown = set(what) - set(WHAT_CHOICES)
         if unknown:
             raise InputError(f"unknown series kind(s) {sorted(unknown)}: choose from {', '.join(WHAT_CHOICES)}")
@@ -91,6 +92,19 @@ class PrometheusSource:
         self._client = client
         self._sleep = sleep
         self.requests_made = 0
+        self.on_request = on_request  # called after each HTTP request (the command line's progress)
+
+    def planned_requests(self, start: pd.Timestamp, end: pd.Timestamp, step: pd.Timedelta) -> int:
+        """How many HTTP requests `fetch(start, end, step)` makes when every query answers."""
+        start, end = start.floor(step), end.floor(step)
+        fine = self._chunks(start, end, step)
+        resources = [r for r in POD_RESOURCES if r in self.what or (r.endswith("_request") and "requests" in self.what)]
+        queries = len(resources) + 2 * ("replicas" in self.what) + ("business" in self.what)
+        return 2 * self._chunks(start, end, step * OWNER_STEPS) + queries * fine
+
+    def _chunks(self, start: pd.Timestamp, end: pd.Timestamp, step: pd.Timedelta) -> int:
+        points = (end - start) // step + 1
+        return max(1, -(-points // self.settings.max_points))
 
     # --- HTTP ---------------------------------------------------------------------------------------
     def client(self) -> Any:
@@ -145,6 +159,8 @@ class PrometheusSource:
                                       "/api/v1/query_range); give the base URL of Prometheus, such as "
                                       "http://prometheus.monitoring:9090") from exc
                 raise
+            if self.on_request is not None:
+                self.on_request()
             t = stop + step
         return out
 

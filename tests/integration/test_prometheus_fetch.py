@@ -1,4 +1,6 @@
 """`tidewise fetch` against a real Prometheus backfilled with 14 days of synthetic cluster history."""
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -24,6 +26,10 @@ def test_fetch_returns_every_workload_matching_the_generator(prometheus_server, 
     r = run_cli("fetch", "--prometheus-url", server.url, "--start", start.isoformat(), "--end", end.isoformat(),
                 "--step", "5m", "--what", "cpu,memory,requests,replicas", "--output", str(out))
     assert r.returncode == 0, r.stderr
+    # progress off a terminal: a line per request (8: two owner queries, four per-pod, two replicas), no start line
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith(f"querying Prometheus at {server.url}: ")]
+    assert [ln.split(" (")[0] for ln in lines[:-1]] == [f"querying Prometheus at {server.url}: {i}/8" for i in range(1, 9)]
+    assert re.fullmatch(r"querying Prometheus at \S+: done in \d+ s", lines[-1]), r.stderr
     df = pd.read_parquet(out)
     assert {"series", "timestamp", "value", "namespace", "kind", "workload", "container", "resource"} <= set(df.columns)
     for w in cluster.workloads:
@@ -56,7 +62,7 @@ def test_long_range_is_split_under_the_points_limit(prometheus_server):
     split = PrometheusSource(PrometheusSettings(url=server.url), what=("memory",))
     hist = split.fetch(start, end, step)
     # two owner queries at a coarse step (one request each) + the memory query in two requests
-    assert split.requests_made == 2 + 2
+    assert split.requests_made == 2 + 2 == split.planned_requests(start, end, step)
     w = cluster.workloads[0]
     s = hist.series[w.key("memory").id]
     assert len(s) == points and s.notna().all(), "chunks must join without holes or overlaps"

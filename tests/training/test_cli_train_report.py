@@ -139,6 +139,12 @@ def test_report_renders_in_headless_chromium(trained, tmp_path, capsys):
     reg, _, hist = trained
     out = str(tmp_path / "report.html")
     assert main(["report", "--registry", reg, "--out", out]) == 0
+    # progress on stderr (not a terminal): the forecasts, then a line per tenth of the plots
+    err = capsys.readouterr().err.splitlines()
+    n = len(hist.series)
+    assert f"forecasting {n} series: 1 ..." in err and any(ln.startswith(f"forecasting {n} series: done in ") for ln in err)
+    plotted = [ln.split(" (")[0] for ln in err if re.match(r"plotting report: \d+/", ln)]
+    assert plotted[-1] == f"plotting report: {n}/{n}", err
     html = open(out).read()
     # fleet table: one row per series with class, seasonality, model, skill and coverage
     assert html.count("<tr>") == len(hist.series) + 1

@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     from predictor.history import write_long
     from predictor.sources.prometheus import PrometheusSource
     from tidewise.paths import check_output_path
+    from tidewise.progress import progress
 
     step = parse_duration(args.step, what="--step")
     end = parse_time(args.end, "--end") if args.end else pd.Timestamp.now(tz="UTC")
@@ -98,7 +99,11 @@ def run(args: argparse.Namespace) -> int:
     what = tuple(w.strip() for w in args.what.split(",") if w.strip())
     check_output_path(args.output, what="--output")  # before the queries, not after them
     source = PrometheusSource(prometheus_settings(args), what=what)
-    history = source.fetch(start, end, step)
+    # a large cluster's query can take minutes: a line (or a bar) per HTTP request
+    with progress(f"querying Prometheus at {source.settings.url}", source.planned_requests(start, end, step),
+                  announce=False) as advance:
+        source.on_request = advance
+        history = source.fetch(start, end, step)
     for name, why in history.failed.items():
         print(f"warning: {name}: {why}", file=sys.stderr)
     if not history.series:

@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     from training.fleet_report import write_registry_report
 
     from tidewise.paths import check_output_path, existing_registry
+    from tidewise.progress import progress
 
     if args.cost:
         return run_cost(args)
@@ -106,6 +107,6 @@ def run(args: argparse.Namespace) -> int:
 
         key = read_key(args.registry_key)
     summary = write_registry_report(args.registry, args.out, input_path=args.input, horizon=horizon,
-                                    max_plots=args.max_plots, key=key)
+                                    max_plots=args.max_plots, key=key, progress=progress)
     print(summary, file=sys.stderr)
     return 0
