@@ -7,7 +7,7 @@ the mean above the usual level for that time of day) -> `flat`.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -131,10 +131,15 @@ def _nan0(x: float) -> float:
     return 0.0 if x is None or not np.isfinite(x) else float(x)
 
 
-def build_profiles(history: History) -> dict[str, ServiceProfile]:
+def build_profiles(history: History, progress: Callable[[int], Any] | None = None) -> dict[str, ServiceProfile]:
     """Profiles of every series; CPU profiles get usage per unit of business traffic where the
-    same workload has a business series (any resource other than cpu/memory/requests/replicas)."""
-    out = {k: build_profile(k, y, history.step) for k, y in history.series.items()}
+    same workload has a business series (any resource other than cpu/memory/requests/replicas).
+    `progress(1)` is called after each series (~5 ms each: a fleet of 10,000 takes a minute)."""
+    out = {}
+    for k, y in history.series.items():
+        out[k] = build_profile(k, y, history.step)
+        if progress is not None:
+            progress(1)
     by_workload: dict[str, dict[str, str]] = {}
     for k in history.series:
         try:

@@ -216,8 +216,7 @@ def profile_and_forecast(out_dir: str, history: History, horizon: pd.Timedelta, 
                          ) -> tuple[dict[str, ServiceProfile], list[Forecast]]:
     """Every series' profile (profiles.json) and forecast over `horizon` (forecasts.csv)."""
     with progress("profiling", len(history.series)) as advance:
-        profiles = build_profiles(history)
-        advance(len(profiles))
+        profiles = build_profiles(history, progress=advance)
     write_text_atomic(os.path.join(out_dir, "profiles.json"),
                       json.dumps({k: p.to_dict() for k, p in profiles.items()}, indent=1, allow_nan=False) + "\n")
     req = ForecastRequest(horizon=horizon, step=STEP)

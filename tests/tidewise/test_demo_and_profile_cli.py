@@ -53,3 +53,6 @@ def test_profile_command_writes_json(tmp_path):
     assert p["class"] in {"tidal", "flat", "bursty", "trending", "insufficient-history"}
     assert p["peak_window"]["start"] == "12:00"
     assert "profiled 1 series" in r.stderr
+    # progress off a terminal: the start, the one series, the end
+    assert [ln.split(" (")[0] for ln in r.stderr.splitlines() if ln.startswith("profiling: ")][:2] == \
+        ["profiling: 1 ...", "profiling: 1/1"]

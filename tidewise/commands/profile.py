@@ -32,13 +32,15 @@ def run(args: argparse.Namespace) -> int:
     from predictor.profile import build_profiles
 
     from tidewise.paths import check_output_path, input_file
+    from tidewise.progress import progress
 
     step = parse_duration(args.step, what="--step")
     input_file(args.input)
     if args.output:
         check_output_path(args.output, what="--output", inputs=[("--input", args.input)])
     history = load_history(args.input, step, allow_negative=args.allow_negative, duplicates=args.duplicates)
-    profiles = build_profiles(history)
+    with progress("profiling", len(history.series)) as advance:
+        profiles = build_profiles(history, progress=advance)
     text = json.dumps({k: p.to_dict() for k, p in profiles.items()}, indent=1, allow_nan=False)
     if args.output:
         write_text_atomic(args.output, text + "\n")
