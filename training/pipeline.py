@@ -240,6 +240,9 @@ def train(
     req = ForecastRequest(horizon=settings.horizon, step=step, quantiles=settings.quantiles, origin=end + step,
                           folds=settings.folds, use_global=settings.use_global, max_history=settings.serving_history)
     first_fold = end + step - settings.folds * DAY  # the backtests' global models see only the data before it
+    if settings.use_global:
+        _note(progress, "fitting the global model" if refit or prev is None or prev.global_model is None
+              else "global model carried")
     gm_backtest, gm_final, global_refit = _global_models(history, req, settings, prev, bool(refit), before=first_fold)
     if progress and carry:
         progress(len(carry))
@@ -258,6 +261,8 @@ def train(
             entries[key] = dict(prev.series[key])
             entries[key]["carried_from"] = prev.version
     start = min(y.index[0] for y in history.series.values())
+    if settings.decision_time.enabled:
+        _note(progress, "fitting and backtesting the decision-time models on the fleet")
     gm_decision = _decision_global(history, req, settings, entries, gm_backtest, before=first_fold)
     decision_models, decision_summary = _decision_time(history, settings, entries, gm_decision)
     training = {"refitted": len(refit), "carried": len(carry), "global_refit": global_refit, "folds": settings.folds,
@@ -281,6 +286,14 @@ def train(
     )
     return TrainResult(version, os.path.abspath(registry_dir), refit, carry, why, _model_counts(entries),
                        global_refit, failed, decision_summary)
+
+
+def _note(progress: Callable[[int], None] | None, text: str) -> None:
+    """Tell of a long step between series (the fleet's models): `advance.note` of tidewise.progress,
+    when the caller's progress has it (a second, unchanged run spends its time there, not in series)."""
+    note = getattr(progress, "note", None)
+    if note is not None:
+        note(text)
 
 
 def _model_counts(entries: dict[str, dict[str, Any]]) -> dict[str, int]:

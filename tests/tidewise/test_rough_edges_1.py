@@ -27,10 +27,25 @@ def test_a_second_unchanged_train_reports_the_fleets_decision_time_backtest(tmp_
     scores every series (the day-ahead side of a series choosing the global GBM needs a global model
     fitted before the held-out days: without one it dropped out, "(3 series)" of 4 here)."""
     hist = small_history(workloads=4, days=10, seed=3)
-    first = train(hist, str(tmp_path), quick_settings())
+    told: list[str] = []
+
+    class Told:  # the command line's advance: counts series, `note` tells of the fleet's long steps
+        done = 0
+
+        def __call__(self, n: int = 1) -> None:
+            self.done += n
+
+        def note(self, text: str) -> None:
+            told.append(text)
+
+    first = train(hist, str(tmp_path), quick_settings(), progress=Told())
+    assert told == ["fitting the global model", "fitting and backtesting the decision-time models on the fleet"]
     chosen = [e["model"] for e in load_version(str(tmp_path)).series.values()]
     assert GLOBAL in chosen, chosen  # the premise: a series chooses the global GBM
-    second = train(hist, str(tmp_path), quick_settings())
+    told.clear()
+    second = train(hist, str(tmp_path), quick_settings(), progress=Told())
+    # no series to train, yet the run is not silent: it says where its time goes
+    assert told == ["global model carried", "fitting and backtesting the decision-time models on the fleet"]
     assert sorted(second.carried) == sorted(hist.series) and not second.refitted and not second.global_refit
     for kind in ("vpa", "hpa"):
         bt1, bt2 = first.decision_time[kind]["backtest"], second.decision_time[kind]["backtest"]
