@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -66,9 +67,30 @@ def test_the_docs_and_the_prices_example_are_reachable_from_the_installed_packag
         tidewise("--help", cwd=str(tmp_path)).stdout.split())
     r = tidewise("docs", "readme", cwd=str(tmp_path))
     assert r.returncode == 0 and "## Configuration" in r.stdout
+    # every relative link of the installed README and docs reaches an installed file
+    readme = tidewise("docs", "--path", "readme", cwd=str(tmp_path)).stdout.strip()
+    pages = [readme] + [os.path.join(os.path.dirname(path), f) for f in os.listdir(os.path.dirname(path)) if f.endswith(".md")]
+    links = [(page, target) for page in pages
+             for target in re.findall(r"\]\(([^)#:\s]+)(?:#[^)]*)?\)", open(page, encoding="utf-8").read())]
+    assert len(links) > 20 and any(t.startswith("docs/") for _, t in links)
+    broken = [(p, t) for p, t in links if not os.path.exists(os.path.join(os.path.dirname(p), t))]
+    assert not broken, broken
     if INSTALLED:
         checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         assert not path.startswith(os.path.join(checkout, "docs") + os.sep) and path.startswith(os.path.dirname(INSTALLED.rstrip("/"))), path
+
+
+def test_the_installed_kustomize_install_renders_as_the_checkout_s(tmp_path):
+    """`kubectl apply -k <prefix>/share/tidewise/kustomize/review` (README): the installed base and
+    overlays render, by the real kubectl, to exactly the checkout's objects."""
+    from tests.test_kustomize import render, rendered
+
+    readme = tidewise("docs", "--path", "readme", cwd=str(tmp_path)).stdout.strip()
+    share = os.path.dirname(readme)
+    if INSTALLED:
+        assert share.startswith(os.path.dirname(INSTALLED.rstrip("/"))), share
+    for target in ("deploy", "kustomize/review", "kustomize/apply"):
+        assert render(os.path.join(share, target)) == list(rendered(target)), target
 
 
 def test_demo_forecasts_start_after_its_history(tmp_path):

@@ -1,6 +1,6 @@
 """`tidewise docs` — the documentation and the example prices file, as installed with the package
-(a pip user has no checkout: pyproject's data-files put README.md, docs/*.md and
-docs/prices.example.yaml in <prefix>/share/tidewise/docs)."""
+(a pip user has no checkout: pyproject's data-files lay README.md, docs/, deploy/, kustomize/ and
+schemas/k8s/ out in <prefix>/share/tidewise as in the checkout, so that the README's links resolve)."""
 from __future__ import annotations
 
 import argparse
