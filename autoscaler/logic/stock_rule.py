@@ -1,0 +1,83 @@
+"""The stock VPA rule (`vpa.vpa_default_request`: decaying-weight p90 + 15% of the last 8 days) at many
+times of one series at once, equal to it at each time to the bit.
+
+The restart regime's day planner costs the stock rule at each of the last week's 168 hours, for every
+series on the first run of a UTC day: one call per hour (a pandas mask, a sort of 2,304 samples and a
+power each) cost ~0.5 ms, ~90 ms a series, 157 CPU s of a 1,000-workload run. Here the series is
+sorted once (a stable sort, so ties stay in time order, as within each window); each time's window is
+then the sorted samples it holds, the others weighted 0 — adding 0.0 leaves a running sum unchanged,
+so each row's cumulative weights are the per-call ones, summed in the same order, and the same
+sample is picked. The weights come from a table per lag when the timestamps sit on a common grid.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from predictor.decaying_histogram import cdf_quantiles, decaying_cdf
+
+WINDOW = pd.Timedelta("8D")  # the stock recommender's history
+CELLS = 50_000  # samples x times per block (~400 kB an array, in the processor's cache: 2.5 ms a series' week, not 7)
+
+
+def stock_targets(y: pd.Series, times: pd.DatetimeIndex, half_life_hours: float = 24.0,
+                  percentile: float = 0.9, margin: float = 0.15) -> np.ndarray:
+    """`vpa_default_request` at each of `times` from the finite samples of `y` in [t - 8 days, t),
+    ages in hours as `(t - index).total_seconds() / 3600` (NaN where the window holds none)."""
+    values = y.to_numpy(dtype=float)
+    ok = np.isfinite(values)
+    if not ok.any() or not len(times):
+        return np.full(len(times), np.nan)
+    unit = (pd.Timestamp(times[0]) - y.index[:1]).unit  # the unit the per-call subtraction works in
+    ts = np.asarray(pd.DatetimeIndex(y.index[ok]).as_unit(unit).asi8)
+    at = np.asarray(pd.DatetimeIndex(times).as_unit(unit).asi8)
+    window = int(WINDOW / pd.Timedelta(1, unit=unit))
+    base = int(ts.min())
+    grid = int(np.gcd.reduce(np.concatenate([ts - base, at - base, [window]])))
+    if grid == 0 or (int(at.max()) - base + window) // grid > 100_000:  # no grid a lag table fits: one by one
+        return np.array([_one(values[ok], ts, t, window, unit, half_life_hours, percentile) for t in at]) * (1 + margin)
+    order = np.argsort(values[ok], kind="stable")
+    v, ti, ai = values[ok][order], (ts[order] - base) // grid, (at - base) // grid
+    # each lag's weight (0 outside the window), once for the series: pandas' total_seconds is a
+    # fixed cost per call
+    low = int(ai.min() - ti.max())
+    lags = np.arange(low, int(ai.max() - ti.min()) + 1, dtype=np.int64)
+    inside = (lags > 0) & (lags * grid <= window)
+    table = np.zeros(len(lags))
+    table[inside] = np.power(2.0, -_hours(lags[inside] * grid, unit) / half_life_hours)
+    out = np.full(len(at), np.nan)
+    rows = max(1, CELLS // len(v))  # blocks of times that stay in the processor's cache
+    for lo in range(0, len(ai), rows):
+        part = ai[lo: lo + rows]
+        cols = (ti < part.max()) & (ti >= part.min() - window // grid)  # keeps the sorted order
+        if cols.any():
+            out[lo: lo + rows] = _block(v[cols], table[part[None, :] - (ti[cols] + low)[:, None]], percentile)
+    return out * (1 + margin)
+
+
+def _block(v: np.ndarray, weights: np.ndarray, q: float) -> np.ndarray:
+    """The percentile per column of `weights` [samples sorted by value, times]: 0 outside a time's
+    window. Samples down, times across: each column's running sum is still added in sorted order, and
+    numpy adds whole rows at a time (4x faster than along a row)."""
+    cumulative = np.cumsum(weights, axis=0)
+    total = cumulative[-1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        # the first sample whose cumulative weight reaches q (searchsorted(cumulative, q) of the
+        # per-call rule): a sample outside the window adds 0, so none of them is first
+        pick = np.minimum((cumulative / total < q).sum(axis=0), len(v) - 1)
+    return np.where(total > 0, v[pick], np.nan)
+
+
+def _hours(deltas: np.ndarray, unit: str) -> np.ndarray:
+    """Ages in hours as the per-call rule computes them (pandas' total_seconds, whatever its version)."""
+    seconds = pd.TimedeltaIndex(np.asarray(deltas).astype(f"timedelta64[{unit}]")).total_seconds().to_numpy()
+    return seconds / 3600.0  # type: ignore[no-any-return]
+
+
+def _one(values: np.ndarray, ts: np.ndarray, at: int, window: int, unit: str, half_life: float, q: float) -> float:
+    """The per-call rule at one time (timestamps on no common grid)."""
+    inside = (ts < at) & (ts >= at - window)
+    if not inside.any():
+        return float("nan")
+    ordered, cumulative = decaying_cdf(values[inside], _hours(at - ts[inside], unit), half_life)
+    return float(cdf_quantiles(ordered, cumulative, q))

@@ -1,0 +1,153 @@
+"""The restart regime's day planner made cheap (issue 24's serving cost): the stock rule over a week
+of hours at once (`logic/stock_rule.py`), the plans' profiles in one pass and `blocks` without its
+Python loops must give the very floats, choices and reasons of the one-at-a-time code they replaced
+(kept here as `Reference`), on real traces with gaps and on synthetic series with ties and jitter."""
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from autoscaler.logic.day_plan import DAY, PROFILE_DAYS, STEP, DayPlanner, blocks
+from autoscaler.logic.stock_rule import stock_targets
+from autoscaler.logic.vpa import vpa_default_request
+from autoscaler.settings import VpaSettings
+from tests.conftest import SHARED_DATA, needs_shared_data
+
+NAB = ["realAWSCloudwatch/ec2_cpu_utilization_24ae8d", "realAWSCloudwatch/rds_cpu_utilization_cc0c53",
+       "realAWSCloudwatch/elb_request_count_8c0756", "realKnownCause/nyc_taxi"]
+
+
+def stock_one(y: pd.Series, t: pd.Timestamp) -> float:
+    """The stock rule at one time, as the planner computed it before (one pandas mask a call)."""
+    h = y[(y.index < t) & (y.index >= t - 8 * DAY)].dropna()
+    return vpa_default_request(h.to_numpy(), (t - h.index).total_seconds().to_numpy() / 3600.0)
+
+
+def blocks_loop(peaks: np.ndarray, n: int) -> np.ndarray:
+    """`blocks` as written before: a Python loop per (start, end) and per (block, end)."""
+    p = np.asarray(peaks, dtype=float)
+    if not len(p) or not np.isfinite(p).any():
+        return np.full(len(p), np.nan)
+    p = np.where(np.isfinite(p), p, np.nanmax(p))
+    m, n = len(p), max(1, min(int(n), len(p)))
+    waste = np.full((m + 1, m + 1), np.inf)
+    for i in range(m):
+        top, total = -np.inf, 0.0
+        for j in range(i + 1, m + 1):
+            top, total = max(top, p[j - 1]), total + p[j - 1]
+            waste[i, j] = top * (j - i) - total
+    best, cut = np.full((n + 1, m + 1), np.inf), np.zeros((n + 1, m + 1), dtype=int)
+    best[0, 0] = 0.0
+    for b in range(1, n + 1):
+        for j in range(1, m + 1):
+            c = best[b - 1, :j] + waste[:j, j]
+            cut[b, j] = int(np.argmin(c))
+            best[b, j] = c[cut[b, j]]
+    b = int(np.argmin(best[1:, m])) + 1
+    out, j = np.empty(m), m
+    while j > 0:
+        i = cut[b, j]
+        out[i:j] = np.max(p[i:j])
+        j, b = i, b - 1
+    return out
+
+
+class Reference(DayPlanner):
+    """The planner with its previous, one-at-a-time parts: reindexed peaks per day, a median per
+    day, the loop `blocks`, the stock rule hour by hour, usage by reindex."""
+
+    def _plan_days(self, days: list[pd.Timestamp]) -> None:
+        for day in days:
+            if day.value in self._plans:
+                continue
+            hours = day + pd.to_timedelta(np.arange(24), unit="h")
+            past = np.column_stack([self.peaks.reindex(hours - d * DAY).to_numpy() for d in range(1, PROFILE_DAYS + 1)])
+            enough = np.isfinite(past).sum(axis=1) >= 2
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # an hour with no past peak
+                profile = np.where(enough, np.nanmedian(past, axis=1) if enough.any() else np.nan, np.nan)
+            self._plans[day.value] = blocks_loop(profile, self.n) if enough.any() else None
+
+    def _fill(self, hours: np.ndarray) -> None:
+        for h in hours.tolist():
+            if h not in self._stock:
+                self._stock[h] = stock_one(self.y, pd.Timestamp(h, tz="UTC"))
+
+    def usage(self, day: pd.Timestamp) -> np.ndarray:
+        return self.y.reindex(pd.date_range(day, day + DAY, freq=STEP, inclusive="left")).to_numpy(dtype=float)
+
+
+def synthetic(seed: int, days: int = 16, jitter: bool = False) -> pd.Series:
+    """A tide with ties (values rounded), missing samples and a missing half day."""
+    rng = np.random.default_rng(seed)
+    idx = pd.date_range("2026-10-01", periods=days * 288, freq="5min", tz="UTC")
+    t = np.arange(len(idx))
+    v = np.round(3 + 2 * np.sin(2 * np.pi * t / 288) + rng.gamma(1.0, 0.5, len(idx)), 1)
+    y = pd.Series(v, index=idx)
+    y[rng.random(len(y)) < 0.05] = np.nan
+    y = y.drop(y.index[1000:1150])
+    if jitter:  # off any common grid: the stock rule falls back to one time at a time
+        y.index = y.index + pd.to_timedelta(rng.integers(0, 7000, len(y)), unit="ms")
+    return y
+
+
+def nab(name: str) -> pd.Series:
+    d = pd.read_csv(os.path.join(SHARED_DATA, "nab", name + ".csv"))
+    return pd.Series(d["value"].to_numpy(dtype=float), index=pd.DatetimeIndex(pd.to_datetime(d["timestamp"]), tz="UTC"))
+
+
+@pytest.mark.parametrize("seed,jitter", [(1, False), (2, False), (3, True)])
+def test_the_stock_rule_over_many_hours_is_the_rule_at_each(seed, jitter):
+    y = synthetic(seed, jitter=jitter)
+    times = pd.date_range(y.index[0].floor("D") - DAY, periods=17 * 24 + 5, freq="1h")  # before, in, after
+    got = stock_targets(y, times)
+    want = np.array([stock_one(y, t) for t in times])
+    np.testing.assert_array_equal(got, want)  # to the bit, NaN where no sample is in the window
+    assert np.isnan(got[:24]).all() and np.isfinite(got[30:]).all()
+    short = y.iloc[:40]  # a few hours of history
+    np.testing.assert_array_equal(stock_targets(short, times[20:40]), [stock_one(short, t) for t in times[20:40]])
+
+
+def test_blocks_are_the_loop_blocks():
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 3, 5, 24, 30):
+        for _ in range(30):
+            p = np.where(rng.random(24) < 0.1, np.nan, np.round(rng.gamma(2, 1, 24), 1))
+            np.testing.assert_array_equal(blocks(p, n), blocks_loop(p, n))
+    np.testing.assert_array_equal(blocks(np.full(24, np.nan), 3), blocks_loop(np.full(24, np.nan), 3))
+
+
+def same_decisions(y: pd.Series, days: list[pd.Timestamp]) -> int:
+    """Every day's decision of the planner equals the reference's (values, choice, reason); how many planned."""
+    s = VpaSettings()
+    planned = 0
+    for day in days:
+        past = y[y.index < day]
+        fast, ref = DayPlanner(past, s, 3), Reference(past, s, 3)
+        a, b = fast.decide(day, 0.05), ref.decide(day, 0.05)
+        assert (a.planned, a.why) == (b.planned, b.why), day
+        np.testing.assert_array_equal(a.values, b.values)
+        hour = day + pd.Timedelta("7h")
+        assert fast.stock(hour) == ref.stock(hour) or np.isnan(ref.stock(hour))
+        planned += a.planned
+    return planned
+
+
+@needs_shared_data
+@pytest.mark.parametrize("name", NAB)
+def test_day_plans_on_real_traces_are_unchanged(name):
+    y = nab(name)
+    start = y.index[0].floor("D")
+    days = [start + k * DAY for k in (1, 3, 9, 10, 11)]
+    same_decisions(y, [d for d in days if d < y.index[-1]])
+
+
+def test_day_plans_on_synthetic_series_are_unchanged():
+    for seed in (1, 2):
+        y = synthetic(seed)
+        days = [y.index[0].floor("D") + k * DAY for k in (2, 9, 12, 15)]
+        assert same_decisions(y, days) >= 1
