@@ -14,12 +14,15 @@ hour-peak model through `raw_at_origin` (every series at one origin) and a per-s
 """
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from predictor.features.decision import next_max
+from predictor.features import decision_origin as origin_features
 from predictor.features.hour_peak import hour_peak_features_last, lookback
 from predictor.models.base import non_crossing
 from predictor.models.decision_time import FEATURE_SETS, DecisionTimeGBM
@@ -133,10 +136,21 @@ def raw_at_origin(model: DecisionTimeGBM, series: Mapping[str, pd.Series], origi
 
 
 def actual_from_history(y: pd.Series, span: int, step: pd.Timedelta) -> ActualAt:
-    """origin -> the observed peak of its next `span` steps in `y` (NaN when not all observed)."""
-    grid = y.asfreq(step)
-    actual = pd.Series(next_max(grid, span), index=grid.index)
-    return lambda t: float(actual.get(t, np.nan))
+    """origin -> the observed peak of its next `span` steps in `y` (NaN when not all observed) on
+    y's grid from its first sample; looked up per origin (a walk asks for one or two a run)."""
+    ns = np.asarray(pd.DatetimeIndex(y.index).as_unit("ns").asi8)
+    values = y.to_numpy(dtype=float)
+    step_ns = int(step.value)
+
+    def at(t: pd.Timestamp) -> float:
+        t_ns = int(pd.Timestamp(t).value)
+        if not len(ns) or t_ns < ns[0] or (t_ns - ns[0]) % step_ns:
+            return float("nan")
+        want = t_ns + step_ns * np.arange(span)
+        pos = np.minimum(np.searchsorted(ns, want), len(ns) - 1)
+        got = values[pos]
+        return float(got.max()) if np.all(ns[pos] == want) and np.all(np.isfinite(got)) else float("nan")
+    return at
 
 
 def overlay(key: str, q: np.ndarray, model_quantiles: Sequence[float], origin: pd.Timestamp, step: pd.Timedelta,
@@ -164,4 +178,116 @@ def calibrated_series(model: DecisionTimeGBM, y: pd.Series, rate: float = 0.05,
             cal.update(out[j], actual[j])
         if np.all(np.isfinite(raw[i])):
             out[i] = cal.apply(raw[i], scale[i])
+    return out
+
+
+@dataclass
+class _Track:
+    """One series' levels at every position of its last row, and digests of the samples they came
+    from (the row's samples, and those less the oldest: what the next step's row holds)."""
+
+    origin: int  # ns
+    levels: np.ndarray
+    digests: tuple[bytes, bytes]
+
+
+def _digest(a: np.ndarray) -> bytes:
+    return hashlib.blake2b(np.ascontiguousarray(a).tobytes(), digest_size=16).digest()
+
+
+@dataclass
+class RecentLevels:
+    """The decision features' levels kept between serving runs, per series: at the same origin they
+    are the last run's; one step later the last run's shifted, the new step's level and the first
+    day's (windows the row's start cuts) computed, not the whole row's (pandas' rolling median, ~1 ms
+    a series). Only while the samples are unchanged (digests): a late or corrected sample recomputes."""
+
+    tracks: dict[str, _Track] = field(default_factory=dict)
+
+    def levels(self, keys: Sequence[str], origins: Sequence[int], past: np.ndarray, step_ns: int) -> np.ndarray:
+        """`decision_origin.levels(past, day)`, from the kept levels where they still hold."""
+        day = origin_features.per_day(pd.Timedelta(step_ns, unit="ns"))
+        n = past.shape[1]
+        out = np.full(past.shape, np.nan)
+        cold, moved = [], []
+        for row, (key, origin) in enumerate(zip(keys, origins)):
+            t = self.tracks.get(key)
+            shift = (origin - t.origin) // step_ns if t is not None and len(t.levels) == n else -1
+            if t is None or shift not in (0, 1) or _digest(past[row, 1: n - shift]) != t.digests[shift]:
+                cold.append(row)
+            elif shift == 0:
+                out[row] = t.levels
+            else:
+                out[row, day: n - 1] = t.levels[day + 1:]
+                moved.append(row)
+        if cold:
+            out[cold] = origin_features.levels(past[cold], day)
+        if moved:
+            out[moved, :day] = origin_features.levels(past[moved, :day], day)
+            out[moved, n - 1] = origin_features.new_levels(past[moved, n - day:], day)
+        for row, (key, origin) in enumerate(zip(keys, origins)):
+            self.tracks[key] = _Track(origin, out[row].copy(), (_digest(past[row, 1:]), _digest(past[row, 2:])))
+        return out
+
+    def keep_only(self, keys: set[str]) -> None:
+        for k in [k for k in self.tracks if k not in keys]:
+            del self.tracks[k]
+
+
+def recent_row(y: pd.Series, origin: pd.Timestamp, step: pd.Timedelta, n: int) -> np.ndarray | None:
+    """`y.shift(1)` on y's grid (from its first sample, as `raw_from_history` puts it) at the `n`
+    positions up to `origin` (NaN where missing); None where that grid misses the origin."""
+    if not len(y):
+        return None
+    ns = np.asarray(pd.DatetimeIndex(y.index).as_unit("ns").asi8)
+    step_ns, o = int(step.value), int(pd.Timestamp(origin).value)
+    if o < ns[0] or (o - ns[0]) % step_ns:
+        return None
+    first = o - n * step_ns  # the sample at `first` is past[0]
+    lo, hi = np.searchsorted(ns, first), np.searchsorted(ns, o)
+    off = ns[lo:hi] - first
+    on_grid = off % step_ns == 0
+    row = np.full(n, np.nan)
+    row[off[on_grid] // step_ns] = y.to_numpy(dtype=float)[lo:hi][on_grid]
+    return row
+
+
+def raw_recent(model: DecisionTimeGBM, series: Mapping[str, pd.Series], todo: Mapping[str, Sequence[pd.Timestamp]],
+               cache: RecentLevels | None = None, context: pd.Timedelta | None = None,
+               chunk: int = 256) -> dict[str, dict[pd.Timestamp, tuple[np.ndarray, float]]]:
+    """`raw_from_history(model, series[k], todo[k])` for every k at once, equal to it, for a model of
+    the "recent" features: one row per series and origin (`decision_origin`; the levels from
+    `cache`), the trees walked once for all. A series' origins go in increasing order, one round each,
+    so the cache carries its levels from one to the next; rows go in chunks (a row is ~20 kB). Rows
+    are at least `context` long (serve's cut of the history: rows of one length from run to run, so
+    the cache holds where a series' first sample comes and goes with a gap)."""
+    if model.features != "recent":
+        raise ValueError(f"raw_recent reads models of the recent features, not {model.features!r}")
+    step, span = model.step_, int(model.span)
+    cache = cache if cache is not None else RecentLevels()
+    rows: list[tuple[str, pd.Timestamp]] = []
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for r in range(max((len(v) for v in todo.values()), default=0)):
+        at = {k: pd.Timestamp(v[r]) for k, v in todo.items() if r < len(v) and len(series[k])}
+        keys = list(at)
+        # every sample of a series before its origin in its row (past[0] before the first one)
+        least = origin_features.min_row(step) if context is None else max(origin_features.min_row(step), context // step + 1)
+        n = max([least] + [(at[k] - series[k].index[0]) // step + 1 for k in keys])
+        for lo in range(0, len(keys), chunk):
+            made = [(k, recent_row(series[k], at[k], step, n)) for k in keys[lo: lo + chunk]]
+            made = [(k, w) for k, w in made if w is not None]
+            if made:
+                past = np.array([w for _, w in made])
+                origins = [at[k] for k, _ in made]
+                lv = cache.levels([k for k, _ in made], [int(o.value) for o in origins], past, int(step.value))
+                parts.append(origin_features.features_at(past, lv, pd.DatetimeIndex(origins), step, span))
+                rows.extend((k, at[k]) for k, _ in made)
+    out: dict[str, dict[pd.Timestamp, tuple[np.ndarray, float]]] = {k: {} for k in todo}
+    if not rows:
+        return out
+    x, level, scale = (np.concatenate(p) for p in zip(*parts))
+    q = non_crossing(model.predict_scaled(x), np.asarray(model.quantiles, dtype=float)) * scale[:, None] + level[:, None]
+    for (key, origin), qr, sc in zip(rows, q, scale):
+        if np.all(np.isfinite(qr)):
+            out[key][origin] = (qr, float(sc))
     return out
