@@ -19,7 +19,7 @@ import pandas as pd
 
 from predictor.pipeline.calibration import apply_shifts, pinball
 from predictor.pipeline.fallback import choose_baseline
-from predictor.pipeline.forecasting import ForecastRequest, fit_global, select_series
+from predictor.pipeline.forecasting import ForecastRequest, fit_global
 from predictor.durations import DAY
 from predictor.history import History
 from predictor.pipeline.choice import ChoiceForecaster, history_needed, stored_params
@@ -29,6 +29,7 @@ from predictor.pipeline.selection import DECISION_QUANTILE, decision_index
 from predictor.timestamps import epoch_ns
 from predictor.types import GLOBAL, Choice
 from training.decision_time import DecisionTimeSettings, fit_decision_models
+from training.selection import run_selection
 
 log = logging.getLogger(__name__)
 
@@ -162,65 +163,6 @@ def _needed(entry: dict[str, Any]) -> pd.Timedelta | None:
         return None
 
 
-def _select_chunk(items: list[tuple[str, pd.Series]], req: ForecastRequest, gm: GlobalGBM | None,
-                  candidates: tuple[str, ...] = ()) -> list[tuple[str, Choice | None, str | None]]:
-    out: list[tuple[str, Choice | None, str | None]] = []
-    for key, y in items:
-        try:
-            origin = req.origin if req.origin is not None else y.index[-1] + req.step
-            # named candidates run without the global model (a benchmark's cheap set)
-            choice = select_series(key, y, req, origin, None if candidates else gm, candidates or None)
-            out.append((key, choice, None))
-        except Exception as exc:  # noqa: BLE001 - one bad series is recorded and skipped
-            out.append((key, None, f"{type(exc).__name__}: {exc}"))
-    return out
-
-
-def _chunks(items: list, n: int) -> list[list]:
-    return [items[i:i + n] for i in range(0, len(items), max(1, n))]
-
-
-def run_selection(
-    series: dict[str, pd.Series],
-    req: ForecastRequest,
-    gm: GlobalGBM | None,
-    *,
-    jobs: int = 1,
-    dask_client: Any = None,
-    chunk: int = 50,
-    progress: Callable[[int], None] | None = None,
-    candidates: tuple[str, ...] = (),
-) -> dict[str, tuple[Choice | None, str | None]]:
-    """Backtest and choose for every series: in-process, over joblib, or on a Dask cluster."""
-    chunks = _chunks(sorted(series.items()), chunk)
-    results: list[list[tuple[str, Choice | None, str | None]]] = []
-    if dask_client is not None:
-        from dask.distributed import as_completed
-
-        gm_f = dask_client.scatter(gm, broadcast=True) if gm is not None else None
-        req_f = dask_client.scatter(req, broadcast=True)
-        futures = [dask_client.submit(_select_chunk, c, req_f, gm_f, candidates, pure=False) for c in chunks]
-        for fut in as_completed(futures):
-            res = fut.result()
-            results.append(res)
-            if progress:
-                progress(len(res))
-    elif jobs != 1 and len(chunks) > 1:
-        from joblib import Parallel, delayed
-
-        for res in Parallel(n_jobs=jobs, return_as="generator_unordered")(delayed(_select_chunk)(c, req, gm, candidates) for c in chunks):
-            results.append(res)
-            if progress:
-                progress(len(res))
-    else:
-        for c in chunks:
-            res = _select_chunk(c, req, gm, candidates)
-            results.append(res)
-            if progress:
-                progress(len(res))
-    return {k: (ch, err) for part in results for k, ch, err in part}
-
-
 def train(
     history: History,
     registry_dir: str,
@@ -240,10 +182,8 @@ def train(
     req = ForecastRequest(horizon=settings.horizon, step=step, quantiles=settings.quantiles, origin=end + step,
                           folds=settings.folds, use_global=settings.use_global, max_history=settings.serving_history)
     first_fold = end + step - settings.folds * DAY  # the backtests' global models see only the data before it
-    if settings.use_global:
-        _note(progress, "fitting the global model" if refit or prev is None or prev.global_model is None
-              else "global model carried")
-    gm_backtest, gm_final, global_refit = _global_models(history, req, settings, prev, bool(refit), before=first_fold)
+    gm_backtest, gm_final, global_refit = _global_models(history, req, settings, prev, bool(refit), before=first_fold,
+                                                         progress=progress)
     if progress and carry:
         progress(len(carry))
     choices = run_selection({k: history.series[k] for k in refit}, req, gm_backtest, jobs=settings.jobs,
@@ -260,11 +200,8 @@ def train(
         for key in carry:
             entries[key] = dict(prev.series[key])
             entries[key]["carried_from"] = prev.version
-    start = min(y.index[0] for y in history.series.values())
-    if settings.decision_time.enabled:
-        _note(progress, "fitting and backtesting the decision-time models on the fleet")
-    gm_decision = _decision_global(history, req, settings, entries, gm_backtest, before=first_fold)
-    decision_models, decision_summary = _decision_time(history, settings, entries, gm_decision)
+    decision_models, decision_summary = _decision_time(history, settings, entries, _decision_global(
+        history, req, settings, entries, gm_backtest, before=first_fold, progress=progress))
     training = {"refitted": len(refit), "carried": len(carry), "global_refit": global_refit, "folds": settings.folds,
                 "previous": prev.version if prev else None, "decision_quantile": DECISION_QUANTILE,
                 "global_model": _global_summary(gm_final), "decision_time": decision_summary}
@@ -272,7 +209,7 @@ def train(
         registry_dir,
         quantiles=tuple(settings.quantiles),
         series=entries,
-        data_window=(start.isoformat(), end.isoformat()),
+        data_window=(min(y.index[0] for y in history.series.values()).isoformat(), end.isoformat()),
         step_seconds=int(step.total_seconds()),
         global_model=gm_final,
         profiles=_profiles(history) if profiles is None else profiles,
@@ -289,8 +226,8 @@ def train(
 
 
 def _note(progress: Callable[[int], None] | None, text: str) -> None:
-    """Tell of a long step between series (the fleet's models): `advance.note` of tidewise.progress,
-    when the caller's progress has it (a second, unchanged run spends its time there, not in series)."""
+    """Tell of a long step between series (the fleet's models; a second, unchanged run spends its time
+    there) by `advance.note` of tidewise.progress, when the caller's progress has it."""
     note = getattr(progress, "note", None)
     if note is not None:
         note(text)
@@ -314,12 +251,14 @@ def _decision_time(history: History, settings: TrainSettings, entries: dict[str,
 
 def _decision_global(history: History, req: ForecastRequest, settings: TrainSettings,
                      entries: dict[str, dict[str, Any]], gm_backtest: GlobalGBM | None, *,
-                     before: pd.Timestamp) -> GlobalGBM | None:
+                     before: pd.Timestamp, progress: Callable[[int], None] | None = None) -> GlobalGBM | None:
     """The global model the decision-time backtest runs the day-ahead choices with: this run's
     backtest model, or, when the global model was carried (nothing refitted), one fitted again on
     the data `before` the held-out days, as the first run did. Without it every series whose choice
     uses the global GBM dropped out of the fleet's backtest: a second, unchanged `train` reported
     it over "(1 series)". Only fitted when a decision-time backtest runs and a choice needs it."""
+    if settings.decision_time.enabled:  # told here: this global model, when fitted, is part of the step
+        _note(progress, "fitting and backtesting the decision-time models on the fleet")
     if gm_backtest is not None or not (settings.decision_time.enabled and settings.use_global):
         return gm_backtest
     if not any(GLOBAL in (e.get("model"), *(e.get("members") or ())) for e in entries.values()):
@@ -343,14 +282,17 @@ def _previous_version(registry_dir: str, settings: TrainSettings, step: pd.Timed
 
 
 def _global_models(history: History, req: ForecastRequest, settings: TrainSettings, prev: RegistryVersion | None,
-                   any_refit: bool, *, before: pd.Timestamp) -> tuple[GlobalGBM | None, GlobalGBM | None, bool]:
+                   any_refit: bool, *, before: pd.Timestamp, progress: Callable[[int], None] | None = None
+                   ) -> tuple[GlobalGBM | None, GlobalGBM | None, bool]:
     """(model for the backtests, fitted on data `before` the first fold; model to store;
     refitted?). Refit when anything is refitted (its backtest must not see the folds), otherwise
     carried forward with the rest."""
     if not settings.use_global:
         return None, None, False
     if not any_refit and prev is not None and prev.global_model is not None:
+        _note(progress, "global model carried")
         return None, prev.global_model, False
+    _note(progress, "fitting the global model")
     backtest = fit_global(history.series, req, before=before, params=settings.global_params)
     final = fit_global(history.series, req, params=settings.global_params) if backtest is not None else None
     return backtest, final, final is not None

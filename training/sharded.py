@@ -31,7 +31,8 @@ from predictor.history import History
 from predictor.models.gbm import GlobalGBM
 from predictor.registry import RegistryVersion, write_version
 from training.pipeline import (RECENT_STEP, TrainResult, TrainSettings, _global_models, _previous_version,
-                               _refit_entry, _select_chunk, plan_refits, recent_frame)
+                               _refit_entry, plan_refits, recent_frame)
+from training.selection import select_chunk
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +166,7 @@ def train_shard(index: int, source: ShardSource, prev: PreviousEntries | None, s
     req = ForecastRequest(horizon=settings.horizon, step=history.step, quantiles=settings.quantiles,
                           origin=history.end + history.step, folds=settings.folds, use_global=gm is not None,
                           max_history=settings.serving_history)
-    chosen = {k: (c, e) for k, c, e in _select_chunk([(k, history.series[k]) for k in refit], req, gm,
+    chosen = {k: (c, e) for k, c, e in select_chunk([(k, history.series[k]) for k in refit], req, gm,
                                                      settings.candidates)}
     entries: dict[str, dict[str, Any]] = {}
     failed: dict[str, str] = {}

@@ -245,6 +245,11 @@ def stack(tmp_path_factory):
         _wait_for(prom, ["tidewise_extender_calls_total", 'tidewise_runs_total{outcome="ok"} > 1'])
         _extender_calls(extender, now)  # a second batch after the first was scraped: the rates are not 0
         _wait_for(prom, ["increase(tidewise_extender_calls_total[1m]) > 0", "tidewise_enforcer_runs_total > 1"])
+        # a panel's rate() needs two scrapes of its counter: on a busy machine a process's first scrape can
+        # come late (its counters already past 1), so wait for two samples of every counter a panel reads
+        _wait_for(prom, [f"count_over_time({n}[5m]) > 1" for n in sorted(
+            n for name in DASHBOARDS for p in data_panels(load(name)) for t in p["targets"]
+            for n in metric_names(t["expr"]) if n.endswith(("_total", "_bucket", "_count", "_sum")))])
         yield prom
     finally:
         _stop(procs)

@@ -208,8 +208,10 @@ def test_docs_lists_prints_and_locates_each_topic(capsys):
 
 
 def test_every_doc_and_the_prices_example_are_in_the_installed_files():
-    """pyproject's data-files put what `tidewise docs` reads in <prefix>/share/tidewise/docs: every
-    docs/*.md (a new page ships without a pyproject edit), the README and the prices example."""
+    """pyproject's data-files lay out in <prefix>/share/tidewise what `tidewise docs` reads, as in the
+    checkout: every docs/*.md (a new page ships without a pyproject edit) and the prices example in
+    docs/, the README beside it, and every file of deploy/ a doc links to (the manifests, dashboards
+    and kustomize overlays), each in the folder of its checkout path."""
     import glob
     import tomllib
 
@@ -217,10 +219,17 @@ def test_every_doc_and_the_prices_example_are_in_the_installed_files():
     from tidewise.commands.docs import INSTALLED
 
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as fh:
-        patterns = tomllib.load(fh)["tool"]["setuptools"]["data-files"][INSTALLED.replace(os.sep, "/")]
-    shipped = {os.path.relpath(f, ROOT) for p in patterns for f in glob.glob(os.path.join(ROOT, p))}
+        data_files = tomllib.load(fh)["tool"]["setuptools"]["data-files"]
+    share = os.path.dirname(INSTALLED).replace(os.sep, "/")
+    shipped = set()
+    for folder, patterns in data_files.items():
+        for f in (os.path.relpath(f, ROOT) for p in patterns for f in glob.glob(os.path.join(ROOT, p))):
+            assert os.path.join(share, os.path.dirname(f)).rstrip("/") == folder, (f, folder)  # the checkout's layout
+            shipped.add(f)
     wanted = {os.path.relpath(f, ROOT) for f in glob.glob(os.path.join(ROOT, "docs", "*.md"))}
-    assert wanted | {"README.md", os.path.join("docs", "prices.example.yaml")} <= shipped
+    wanted |= {os.path.relpath(f, ROOT) for d in ("deploy", "deploy/grafana", "kustomize/review", "kustomize/apply")
+               for f in glob.glob(os.path.join(ROOT, d, "*")) if os.path.isfile(f)}
+    assert wanted | {"README.md", os.path.join("docs", "prices.example.yaml")} <= shipped, wanted - shipped
 
 
 def test_the_cost_reports_help_says_where_the_prices_example_is(capsys):
