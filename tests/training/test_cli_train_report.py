@@ -47,7 +47,8 @@ def test_train_writes_latest_and_forecast_uses_it(trained, tmp_path, capsys):
 
 def test_train_synthetic_source_and_incremental_second_run(tmp_path, capsys):
     reg = str(tmp_path / "m")
-    args = ["train", "--source", "synthetic", "--workloads", "1", "--last", "5d", "--registry", reg, "--folds", "1"]
+    args = ["train", "--source", "synthetic", "--workloads", "1", "--last", "5d", "--registry", reg, "--folds", "1",
+            "--no-decision-time"]  # the day-ahead part is under test (the decision-time fits: 90% of the CPU)
     assert main(args) == 0
     assert "trained 2 series, carried 0" in capsys.readouterr().err
     first = os.readlink(os.path.join(reg, "latest"))
@@ -83,7 +84,7 @@ def test_registry_key_signs_and_verifies_end_to_end(tmp_path, capsys):
     key.write_bytes(os.urandom(32))
     other.write_bytes(os.urandom(32))
     signed, plain = str(tmp_path / "signed"), str(tmp_path / "plain")
-    base = ["train", "--source", "file", "--input", inp, "--folds", "1", "--no-global"]
+    base = ["train", "--source", "file", "--input", inp, "--folds", "1", "--no-global", "--no-decision-time"]
     assert main(base + ["--registry", signed, "--registry-key", str(key)]) == 0
     assert main(base + ["--registry", plain]) == 0
     assert os.path.isfile(os.path.join(signed, "latest", "manifest.sig"))

@@ -10,7 +10,7 @@ from tests.predictor.test_history_needs import weekly_series
 from training.fleet_report import write_registry_report
 from training.pipeline import TrainSettings, recent_frame, train
 
-from .conftest import FAST_GLOBAL
+from .conftest import FAST_GLOBAL, NO_DECISION_TIME
 
 QS = (0.5, 0.9, 0.95, 0.99)
 STEP = pd.Timedelta("1h")
@@ -18,7 +18,7 @@ STEP = pd.Timedelta("1h")
 
 def test_train_records_needs_and_stays_within_the_serving_window(tmp_path):
     hist = History({f"ns/Deployment/w{i}/app/cpu": weekly_series(23, step="1h", seed=i) for i in range(2)}, STEP)
-    settings = TrainSettings(folds=2, global_params=FAST_GLOBAL)
+    settings = TrainSettings(folds=2, global_params=FAST_GLOBAL, decision_time=NO_DECISION_TIME)
     train(hist, str(tmp_path), settings)
     reg = load_version(str(tmp_path))
     assert reg.manifest["serving_history_seconds"] == 8 * 86400
@@ -32,7 +32,7 @@ def test_train_records_needs_and_stays_within_the_serving_window(tmp_path):
     assert pd.Timedelta(days=7) < span <= pd.Timedelta(days=8)
     # given a longer serving window, the weekly model is a candidate again
     wide = tmp_path / "wide"
-    train(hist, str(wide), TrainSettings(folds=2, global_params=FAST_GLOBAL, serving_history=pd.Timedelta(days=21)))
+    train(hist, str(wide), TrainSettings(folds=2, global_params=FAST_GLOBAL, decision_time=NO_DECISION_TIME, serving_history=pd.Timedelta(days=21)))
     assert any("seasonal_naive_weekly" in e.get("scores", {}) for e in load_version(str(wide)).series.values())
 
 

@@ -12,13 +12,13 @@ from predictor.registry import load_version
 from predictor.pipeline.serving import forecast_with_registry
 from training.pipeline import TrainSettings, train
 
-from .conftest import FAST_GLOBAL, small_history
+from .conftest import FAST_GLOBAL, NO_DECISION_TIME, small_history
 
 QS = (0.5, 0.9, 0.95, 0.99)
 
 
 def _settings(**kw):
-    return TrainSettings(folds=2, global_params=FAST_GLOBAL, **kw)
+    return TrainSettings(folds=2, global_params=FAST_GLOBAL, decision_time=NO_DECISION_TIME, **kw)
 
 
 def test_train_writes_a_verified_version_with_scores(tmp_path):
