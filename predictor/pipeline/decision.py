@@ -183,10 +183,12 @@ def calibrated_series(model: DecisionTimeGBM, y: pd.Series, rate: float = 0.05,
 
 @dataclass
 class _Track:
-    """One series' levels at every position of its last row, and digests of the samples they came
-    from (the row's samples, and those less the oldest: what the next step's row holds)."""
+    """One series' levels at every position of its last row, where the row's first and second
+    samples were, and digests of the row from each on (from the second: what the next step's row
+    holds when the history's window also moves on and drops the oldest sample)."""
 
     origin: int  # ns
+    starts: tuple[int, int]
     levels: np.ndarray
     digests: tuple[bytes, bytes]
 
@@ -198,9 +200,10 @@ def _digest(a: np.ndarray) -> bytes:
 @dataclass
 class RecentLevels:
     """The decision features' levels kept between serving runs, per series: at the same origin they
-    are the last run's; one step later the last run's shifted, the new step's level and the first
-    day's (windows the row's start cuts) computed, not the whole row's (pandas' rolling median, ~1 ms
-    a series). Only while the samples are unchanged (digests): a late or corrected sample recomputes."""
+    are the last run's; one step later the last run's shifted, with the new step's level and the first
+    day's after the row's first sample (windows the history's start cuts) computed, not the whole
+    row's (pandas' rolling median, ~1 ms a series). Only while the samples are the same (digests): a
+    late or corrected one recomputes the row."""
 
     tracks: dict[str, _Track] = field(default_factory=dict)
 
@@ -208,25 +211,32 @@ class RecentLevels:
         """`decision_origin.levels(past, day)`, from the kept levels where they still hold."""
         day = origin_features.per_day(pd.Timedelta(step_ns, unit="ns"))
         n = past.shape[1]
+        finite = np.isfinite(past)
+        count = np.cumsum(finite, axis=1)
+        first, second = (np.where(count[:, -1] >= k, np.argmax(count >= k, axis=1), n) for k in (1, 2))
         out = np.full(past.shape, np.nan)
-        cold, moved = [], []
-        for row, (key, origin) in enumerate(zip(keys, origins)):
+        cold, moved, head = [], [], 0
+        for row, (key, origin, f) in enumerate(zip(keys, origins, first.tolist())):
             t = self.tracks.get(key)
-            shift = (origin - t.origin) // step_ns if t is not None and len(t.levels) == n else -1
-            if t is None or shift not in (0, 1) or _digest(past[row, 1: n - shift]) != t.digests[shift]:
+            shift = (origin - t.origin) // step_ns if t is not None and len(t.levels) == n and f < n else -1
+            # the same origin: the same row; one step on: the row shifted, its first sample kept or dropped
+            at = -1 if t is None or shift not in (0, 1) else \
+                (0 if f + shift == t.starts[0] else 1 if shift == 1 and f + 1 == t.starts[1] else -1)
+            if t is None or at < 0 or _digest(past[row, f: n - shift]) != t.digests[at]:
                 cold.append(row)
             elif shift == 0:
                 out[row] = t.levels
-            else:
-                out[row, day: n - 1] = t.levels[day + 1:]
+            else:  # levels whose day reaches past the first sample are computed again
+                out[row, f + day - 1: n - 1] = t.levels[f + day:]
                 moved.append(row)
+                head = max(head, min(f + day - 1, n - 1))
         if cold:
             out[cold] = origin_features.levels(past[cold], day)
         if moved:
-            out[moved, :day] = origin_features.levels(past[moved, :day], day)
+            out[moved, :head] = origin_features.levels(past[moved, :head], day)
             out[moved, n - 1] = origin_features.new_levels(past[moved, n - day:], day)
-        for row, (key, origin) in enumerate(zip(keys, origins)):
-            self.tracks[key] = _Track(origin, out[row].copy(), (_digest(past[row, 1:]), _digest(past[row, 2:])))
+        for row, (key, origin, f, g) in enumerate(zip(keys, origins, first.tolist(), second.tolist())):
+            self.tracks[key] = _Track(origin, (f, g), out[row].copy(), (_digest(past[row, f:]), _digest(past[row, g:])))
         return out
 
     def keep_only(self, keys: set[str]) -> None:
@@ -271,7 +281,7 @@ def raw_recent(model: DecisionTimeGBM, series: Mapping[str, pd.Series], todo: Ma
         at = {k: pd.Timestamp(v[r]) for k, v in todo.items() if r < len(v) and len(series[k])}
         keys = list(at)
         # every sample of a series before its origin in its row (past[0] before the first one)
-        least = origin_features.min_row(step) if context is None else max(origin_features.min_row(step), context // step + 1)
+        least = max(origin_features.min_row(step), 0 if context is None else context // step + 1)
         n = max([least] + [(at[k] - series[k].index[0]) // step + 1 for k in keys])
         for lo in range(0, len(keys), chunk):
             made = [(k, recent_row(series[k], at[k], step, n)) for k in keys[lo: lo + chunk]]
@@ -286,7 +296,8 @@ def raw_recent(model: DecisionTimeGBM, series: Mapping[str, pd.Series], todo: Ma
     if not rows:
         return out
     x, level, scale = (np.concatenate(p) for p in zip(*parts))
-    q = non_crossing(model.predict_scaled(x), np.asarray(model.quantiles, dtype=float)) * scale[:, None] + level[:, None]
+    qs = np.asarray(model.quantiles, dtype=float)
+    q = non_crossing(model.predict_scaled(x), qs) * scale[:, None] + level[:, None]
     for (key, origin), qr, sc in zip(rows, q, scale):
         if np.all(np.isfinite(qr)):
             out[key][origin] = (qr, float(sc))
