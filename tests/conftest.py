@@ -91,7 +91,7 @@ DATA_PATH_MODULES = (
     "tests.predictor.test_history", "tests.predictor.test_timestamps", "tests.predictor.test_columnar_io",
     "tests.predictor.test_durations", "tests.predictor.test_history_needs", "tests.predictor.test_synthetic",
     "tests.predictor.test_features", "tests.predictor.test_batched", "tests.predictor.test_registry",
-    "tests.predictor.test_decision_forecast",
+    "tests.predictor.test_decision_forecast", "tests.predictor.test_decision_origin",
     "tests.integration.test_prometheus_fetch", "tests.integration.test_incremental_prometheus",
     "tests.autoscaler.test_incremental", "tests.autoscaler.test_loop_timestamps",
     "tests.tidewise.test_forecast_cli", "tests.tidewise.test_bad_inputs", "tests.tidewise.test_replay_cli",
