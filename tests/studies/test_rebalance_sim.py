@@ -74,6 +74,9 @@ def test_the_command_writes_results_json(tmp_path):
     doc = json.loads((out / "results.json").read_text())
     assert list(doc["policies"]) == ["reactive"] and doc["settings"]["nodes"] == 3
     assert "reactive" in proc.stderr and "wrote" in proc.stderr
+    # progress off a terminal: the one setting's one day, then the end
+    assert "simulating 1 policy settings x 1 days: 1 ..." in proc.stderr
+    assert "simulating 1 policy settings x 1 days: 1/1 (" in proc.stderr
 
 
 @pytest.mark.parametrize("flags,names", [(["--headroom", "half"], "--headroom"), (["--nodes", "1"], "--nodes"),

@@ -53,6 +53,7 @@ def run_rebalance(args: argparse.Namespace) -> int:
     from studies.simulation.harness.history import read_history
     from studies.simulation.rebalance.study import RebalanceStudySettings, check, run_rebalance_study
     from tidewise.paths import prepare_output_dir
+    from tidewise.progress import progress
 
     check_study_args(args)
     s = RebalanceStudySettings(**source_settings(args), nodes=args.nodes, days=args.days, seed=args.seed,
@@ -65,7 +66,7 @@ def run_rebalance(args: argparse.Namespace) -> int:
     prepare_output_dir(args.out)  # before the simulation, not after
     print(f"simulating {'the nodes that hold ' + args.history if s.fit_nodes else str(args.nodes) + ' nodes'} x "
           f"{args.days} days (forecasting the {'workloads' if args.history else 'traces'} first) ...", file=sys.stderr)
-    result = run_rebalance_study(s, policy=args.policy, sweeps=not args.no_sweeps, history=history)
+    result = run_rebalance_study(s, policy=args.policy, sweeps=not args.no_sweeps, history=history, progress=progress)
     path = os.path.join(args.out, "results.json")
     write_text_atomic(path, json.dumps(result, indent=2) + "\n")
     source = f"workloads in {args.history}" if args.history else "traces"

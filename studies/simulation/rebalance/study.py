@@ -34,7 +34,7 @@ from contracts.errors import InputError
 from predictor.durations import parse_duration
 from studies.simulation.harness.cluster import Cluster, ClusterSettings
 from studies.simulation.harness.forecasts import QUANTILES, forecast_series
-from studies.simulation.harness.sweep import Advance, check_days, sweep
+from studies.simulation.harness.sweep import Advance, ProgressFactory, check_days, sweep
 from studies.simulation.harness.history import UserHistory, study_cluster
 from studies.simulation.harness.traces import DAY_MIN, Trace
 
@@ -213,9 +213,10 @@ def variants(s: RebalanceStudySettings, sweeps: bool) -> list[tuple[str, str, Re
 
 
 def run_rebalance_study(s: RebalanceStudySettings, policy: str = "all", sweeps: bool = True,
-                        history: UserHistory | None = None) -> dict:
+                        history: UserHistory | None = None, progress: ProgressFactory | None = None) -> dict:
     """Every policy (or one), with its sweep, on one seeded cluster; a JSON-ready dict of settings and
-    results ("policies": label -> PolicyResult fields). `history`: `s.history` already read."""
+    results ("policies": label -> PolicyResult fields). `history`: `s.history` already read;
+    `progress(description, total)` is told each setting's days once it is simulated."""
     check(s)
     if policy != "all" and policy not in POLICIES:
         raise InputError(f"--policy {policy!r}: use all or one of {', '.join(POLICIES)}")
@@ -227,15 +228,17 @@ def run_rebalance_study(s: RebalanceStudySettings, policy: str = "all", sweeps: 
     readers: dict[str, Callable[[Inputs, int], tuple[np.ndarray, np.ndarray]] | None] = {
         "none": None, "reactive": Inputs.reactive, "tidewise": Inputs.forecast}
 
-    def run(v: tuple[str, str, RebalanceStudySettings], _: Advance | None) -> PolicyResult:
+    def run(v: tuple[str, str, RebalanceStudySettings], advance: Advance | None) -> PolicyResult:
         label, name, vs = v
         r = simulate(cluster, demand, Inputs(cluster, demand, forecasts, vs), readers[name], vs,
                      vs.consecutive if name == "reactive" else 1)
         log.info("%s: %d node-minutes hot (%.3f%%), %d saturated, %d pods moved", label, r.node_minutes_hot,
                  100 * r.hot_share, r.node_minutes_saturated, r.pods_moved)
+        if advance is not None:  # the engine runs every day at once
+            advance(s.days)
         return r
 
-    results = {label: asdict(r) for (label, _, _), r in zip(runs, sweep(runs, s.days, run))}
+    results = {label: asdict(r) for (label, _, _), r in zip(runs, sweep(runs, s.days, run, progress))}
     settings = {k: v for k, v in asdict(s).items() if k not in ("trace_names", "cache_dir", "traces")}
     out = {"settings": settings, "services": len(cluster.services), "traces": len(traces), "nodes": cluster.nodes,
            "node_minutes": int(cluster.nodes * demand.shape[1]), "policies": results}
