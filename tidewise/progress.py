@@ -78,3 +78,10 @@ def progress(description: str, total: int, enabled: bool | None = None, announce
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as bar:
         yield _BarAdvance(description, total, bar, bar.add_task(description, total=total))
+
+
+def run_loop_once(loop: Any, description: str) -> Any:
+    """`loop.run_once()` of the serving loop with a progress line (or a bar) per step: a one-shot
+    command (`serve --once`, `rebalance`) on a large cluster runs for minutes."""
+    with progress(description, len(loop.steps())) as advance:
+        return loop.run_once(on_step=lambda timing: advance(1))

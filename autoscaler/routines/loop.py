@@ -112,23 +112,18 @@ class ServingLoop:
         return min(cap, base * 2 ** self.failures) if self.failures else base
 
     # the run -----------------------------------------------------------------------------------
-    def run_once(self) -> RunReport:
+    def run_once(self, on_step: Callable[[StepTiming], None] | None = None) -> RunReport:
+        """One run of every step; `on_step(timing)` is told as each step ends (one-shot commands'
+        progress: a large cluster's run takes minutes)."""
         rep = RunReport()
         ctx = RunContext(self.base_forecaster)
-        steps: list[tuple[str, Step]] = [
-            ("registry", self._step_registry), ("fetch", self._step_fetch), ("cluster", self._step_cluster),
-            ("forecast", self._step_forecast), ("recommend", self._step_recommend),
-            ("guardrails", self._step_guardrails),
-            # ACT features: after the kill switch and the decisions they read; before write (decisions.json)
-            *((f.name, f.run) for f in self.features if f.phase == ACT and f.enabled),
-            ("write", self._step_write),
-        ]
+        steps = self.steps()
         # the cyclic GC walks every object of a 50,000-object cluster snapshot on each full pass;
         # a run's own garbage is acyclic (freed by reference counting), so it pauses during a run
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            self._run_steps(steps, rep, ctx)
+            self._run_steps(steps, rep, ctx, on_step)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -151,22 +146,37 @@ class ServingLoop:
                 log.exception("run observer %r failed", observe)
         return rep
 
+    def steps(self) -> list[tuple[str, Step]]:
+        """The run's named steps, in order."""
+        return [
+            ("registry", self._step_registry), ("fetch", self._step_fetch), ("cluster", self._step_cluster),
+            ("forecast", self._step_forecast), ("recommend", self._step_recommend),
+            ("guardrails", self._step_guardrails),
+            # ACT features: after the kill switch and the decisions they read; before write (decisions.json)
+            *((f.name, f.run) for f in self.features if f.phase == ACT and f.enabled),
+            ("write", self._step_write),
+        ]
+
     @staticmethod
-    def _run_steps(steps: list[tuple[str, Step]], rep: RunReport, ctx: RunContext) -> None:
+    def _run_steps(steps: list[tuple[str, Step]], rep: RunReport, ctx: RunContext,
+                   on_step: Callable[[StepTiming], None] | None = None) -> None:
         for name, fn in steps:
-            t = time.perf_counter()
+            t, stop = time.perf_counter(), True
             try:
                 detail = fn(rep, ctx)
+                stop = False
                 rep.steps.append(StepTiming(name, time.perf_counter() - t, True, detail or ""))
             except Freeze as exc:
                 rep.steps.append(StepTiming(name, time.perf_counter() - t, False, str(exc)))
                 rep.outcome, rep.reason = FROZEN, f"{name}: {exc}"
                 log.error("run frozen at step %s: %s; nothing written, last good decisions kept", name, exc)
-                break
             except Exception as exc:  # noqa: BLE001 - a bug must not write half a run either
                 rep.steps.append(StepTiming(name, time.perf_counter() - t, False, repr(exc)))
                 rep.outcome, rep.reason = FROZEN, f"{name}: internal error {type(exc).__name__}: {exc}"
                 log.exception("run frozen at step %s by an internal error; nothing written", name)
+            if on_step is not None:
+                on_step(rep.steps[-1])
+            if stop:
                 break
 
     # steps -------------------------------------------------------------------------------------

@@ -71,6 +71,7 @@ def test_rebalance_plans_without_evicting_then_evicts_with_apply(cluster, tmp_pa
     assert plan["kept"]["node-0 search/checkout-7d9f8c6b5-a0x0q"] == \
         "disruption budget search/checkout allows no more disruptions"
     assert "hot node-0" in dry.stdout and "(dry-run)" in dry.stdout
+    assert "rebalance, once: steps: 1/" in dry.stderr and "rebalance, once: steps: done in" in dry.stderr
 
     applied = run_cli("rebalance", *flags, "--apply", "--out", str(tmp_path / "applied.json"))
     assert applied.returncode == 0, applied.stderr

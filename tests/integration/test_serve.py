@@ -2,6 +2,7 @@
 against a real Prometheus that stops in the middle of the run."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -81,8 +82,13 @@ def test_serve_once_offline_writes_one_valid_yaml_per_changed_object(demo_dir, t
     for h in by_kind.get("HorizontalPodAutoscaler", []):
         assert h["spec"]["minReplicas"] >= int(h["metadata"]["annotations"]["tidewise.io/user-min-replicas"])
     assert "VPA" in r.stderr and "written" in r.stderr
+    # progress off a terminal: a line per step of the run (each step a tenth of it or more), then the end
+    report_steps = [t["name"] for t in json.loads((tmp_path / "report.json").read_text())["steps"]]
+    told = [ln.split(" (")[0] for ln in r.stderr.splitlines() if ln.startswith("serving loop, once: steps: ")]
+    n = len(report_steps) - 1  # the metrics step is timed after the run's steps
+    assert told[0] == f"serving loop, once: steps: {n} ..." and told[1:n + 1] == \
+        [f"serving loop, once: steps: {i}/{n}" for i in range(1, n + 1)], r.stderr
     # the report names the reason of each number
-    import json
     rep = json.load(open(tmp_path / "report.json"))
     assert rep["outcome"] == "ok" and all(rep["vpa"].values())
 

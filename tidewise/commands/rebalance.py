@@ -83,8 +83,9 @@ def run(args: argparse.Namespace) -> int:
     evictor = Evictor(kube, dry_run=not args.apply, per_minute=settings.rebalance.per_minute)
     loop = ServingLoop(settings, source, cluster, DryRunSink(), registry_dir=args.registry, clock=clock,
                        evictor=evictor, only=(FEATURE,))
-    rep = loop.run_once()
-    return _report(args, rep)
+    from tidewise.progress import run_loop_once
+
+    return _report(args, run_loop_once(loop, "rebalance, once: steps"))
 
 
 def _report(args: argparse.Namespace, rep) -> int:

@@ -334,7 +334,9 @@ def _evictor(args: argparse.Namespace, settings, kube):  # -> Evictor | None
 
 def _once(args: argparse.Namespace, loop, sink) -> int:
     """One run: exit 1 when it fell short (frozen, a write not landed, a faulty kill switch)."""
-    rep = loop.run_once()
+    from tidewise.progress import run_loop_once
+
+    rep = run_loop_once(loop, "serving loop, once: steps")
     _print(rep, sink)
     if args.report:
         from contracts.atomic import write_text_atomic
