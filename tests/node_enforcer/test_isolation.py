@@ -236,7 +236,9 @@ def _enforce(sysfs, cg, tmp_path, *extra):
 def test_io_limits_from_the_config_file_written_once_by_the_command(tmp_path, capsys):
     sysfs, cg = _fixture_copy(tmp_path)
     cfg = tmp_path / "tw.yaml"
-    cfg.write_text("enforcer:\n  io: {enabled: true, read_bps: 1048576}\n")
+    quiet = tmp_path / "io.pressure"  # not this machine's /proc/pressure/io: a busy host tightened the limits
+    quiet.write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    cfg.write_text(f"enforcer:\n  io: {{enabled: true, read_bps: 1048576, psi_path: {quiet}}}\n")
     assert _enforce(sysfs, cg, tmp_path, "--config", str(cfg)) == 0
     out = capsys.readouterr().out
     assert "disk I/O: 2 reclaimed pod(s)" in out
@@ -315,13 +317,15 @@ def test_v1_net_cls_classid_for_pod_and_containers(two_socket):
     assert again.changes == []
 
 
-def test_a_malformed_io_annotation_is_logged_once_and_never_stops_the_agent(two_socket, caplog):
+def test_a_malformed_io_annotation_is_logged_once_and_never_stops_the_agent(two_socket, caplog, tmp_path):
     from node_enforcer.agent import Agent
     from node_enforcer.settings import EnforcerSettings
 
     batch = make_pod("batch", "reclaimed_cores", k8s_qos="BestEffort")
     batch = type(batch)(**{**batch.__dict__, "annotations": {**batch.annotations, IO_ANNOTATION: "{oops"}})
-    s = EnforcerSettings(node="n1", checkpoint="", io=IoSettings(enabled=True, read_bps=MiB))
+    quiet = tmp_path / "io.pressure"  # not this machine's /proc/pressure/io: a busy host tightened the limit
+    quiet.write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    s = EnforcerSettings(node="n1", checkpoint="", io=IoSettings(enabled=True, read_bps=MiB, psi_path=str(quiet)))
     agent = Agent(s, two_socket, lambda: [batch], V2Driver("/cg"), _tree_v2(batch), devices=[VDA])
     first, second = agent.reconcile_once(), agent.reconcile_once()
     assert first.error is None and first.isolation.io[0].problem.startswith(f"{IO_ANNOTATION} is not JSON")
