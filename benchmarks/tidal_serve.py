@@ -75,9 +75,9 @@ def one(label):
 
 one("cold: first run (after midnight)")
 # forecast_budget takes a cold fleet on 2,000 series a run: serve's runs every 5 minutes until every VPA
-# has its decision (none at 1,000 workloads, 9 at 10,000) are the ramp, summed in one row; warm runs follow
+# has its decision (none at 1,000 workloads, 20 at 10,000: refreshes share the budget) are the ramp, summed in one row; warm runs follow
 ramp, minutes = [], 0
-while runs[-1]["vpa"] < workloads and len(ramp) < 20:
+while runs[-1]["vpa"] < workloads and len(ramp) < 40:
     advance(hist, c.step)
     minutes += 5
     one(f"ramp: +{minutes} min")
