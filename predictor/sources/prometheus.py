@@ -98,9 +98,12 @@ class PrometheusSource:
         """How many HTTP requests `fetch(start, end, step)` makes when every query answers."""
         start, end = start.floor(step), end.floor(step)
         fine = self._chunks(start, end, step)
-        resources = [r for r in POD_RESOURCES if r in self.what or (r.endswith("_request") and "requests" in self.what)]
-        queries = len(resources) + 2 * ("replicas" in self.what) + ("business" in self.what)
+        queries = len(self._pod_resources()) + 2 * ("replicas" in self.what) + ("business" in self.what)
         return 2 * self._chunks(start, end, step * OWNER_STEPS) + queries * fine
+
+    def _pod_resources(self) -> list[str]:
+        """The per-pod queries `what` asks for ("requests" asks both *_request ones)."""
+        return [r for r in POD_RESOURCES if r in self.what or (r.endswith("_request") and "requests" in self.what)]
 
     def _chunks(self, start: pd.Timestamp, end: pd.Timestamp, step: pd.Timedelta) -> int:
         points = (end - start) // step + 1
@@ -174,8 +177,7 @@ class PrometheusSource:
         failed: dict[str, str] = {}
         owners = self._owners(start, end, step, failed)
         frames = []
-        resources = [r for r in POD_RESOURCES if r in self.what or (r.endswith("_request") and "requests" in self.what)]
-        for res in resources:
+        for res in self._pod_resources():
             try:
                 frames.append(self._pod_series(res, start, end, step, owners))
             except SourceError:
