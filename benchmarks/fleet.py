@@ -10,6 +10,7 @@ import resource
 import time
 from typing import Any, Callable
 
+import numpy as np
 import pandas as pd
 
 from predictor.history import History
@@ -54,5 +55,9 @@ def timed_run(loop: Any, label: str) -> tuple[Any, dict[str, Any]]:
 def advance(hist: History, step: pd.Timedelta) -> None:
     """One more step of data for every series: its value a day before."""
     per_day = int(pd.Timedelta("1D") / step)
+    grown: dict[int, tuple[pd.Index, pd.Index]] = {}  # id(old index) -> (old, new): series on one grid stay on one
     for sid, y in list(hist.series.items()):
-        hist.series[sid] = pd.concat([y, pd.Series([y.iloc[-per_day]], index=[y.index[-1] + step])])
+        old, new = grown.get(id(y.index), (None, None))
+        if old is not y.index:
+            old, new = grown[id(y.index)] = (y.index, y.index.append(pd.DatetimeIndex([y.index[-1] + step])))
+        hist.series[sid] = pd.Series(np.append(y.to_numpy(), y.iloc[-per_day]), index=new)

@@ -89,7 +89,11 @@ one("warm: same 5-minute step")
 for k in range(1, 4):
     advance(hist, c.step)
     one(f"warm: +{minutes + 5 * k} min of data")
-print(json.dumps({"setup_seconds": setup, "runs": runs, "series": len(hist.series),
+# the in-memory source stands for Prometheus: its copy of the data is in the process's RSS, not in a serve's
+indexes = {id(y.index): y.index for y in hist.series.values()}
+source = sum(y.to_numpy().nbytes for y in hist.series.values()) + sum(ix.nbytes for ix in indexes.values())
+print(json.dumps({"setup_seconds": setup, "runs": runs, "series": len(hist.series), "source_bytes": source,
+                  "ramp_vpas": [r["vpa"] for r in ramp], "ramp_detail": [r["detail"] for r in ramp],
                   "pods": sum(w.replicas for w in c.workloads),
                   "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 '''
@@ -102,12 +106,16 @@ def measure(workloads: int, nodes: int, regime: str) -> dict[str, Any]:
                            capture_output=True, text=True, cwd=ROOT, timeout=5400)
         if r.returncode != 0:
             raise RuntimeError(f"tidal serve run ({regime}) failed: {r.stderr[-3000:]}")
-        return json.loads(r.stdout.strip().splitlines()[-1])
+        res: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
+        print(f"{regime}: VPAs decided by each ramp run {res['ramp_vpas']}; forecast step of each: "
+              f"{res['ramp_detail']}", file=sys.stderr)
+        return res
 
 
 def table(regime: str, res: dict[str, Any]) -> list[str]:
     out = [f"**{regime}** ({res['series']:,} series, {res['pods']:,} pods; setup incl. training {res['setup_seconds']:.0f} s; "
-           f"peak RSS of the whole process {res['max_rss_bytes'] / 2**30:.2f} GiB, target <= 2 GiB):\n",
+           f"peak RSS of the whole process {res['max_rss_bytes'] / 2**30:.2f} GiB, target <= 2 GiB, of which the in-memory "
+           f"source standing for Prometheus holds {res.get('source_bytes', 0) / 2**30:.2f} GiB):\n",
            "| run | seconds | CPU seconds | within 10 s | forecast | recommend | write | VPAs | changes | VPA resources by model |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["runs"]:

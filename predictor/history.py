@@ -45,9 +45,8 @@ class History:
         """The same history cut to [start, end) (either side open when None)."""
         cut = {}
         for k, s in self.series.items():
-            s = s[(s.index >= start) if start is not None else slice(None)]
-            s = s[(s.index < end) if end is not None else slice(None)]
-            if s.notna().any():
+            s = _cut(s, start, end)
+            if len(s) and _any_value(s):
                 cut[k] = s
         return History(cut, self.step, {k: g for k, g in self.gaps.items() if k in cut}, self.labels,
                        [k for k in self.signed if k in cut], dict(self.failed))
@@ -65,6 +64,23 @@ class History:
         if not parts:
             return pd.DataFrame(columns=list(REQUIRED))
         return pd.concat(parts, ignore_index=True)
+
+
+def _cut(s: pd.Series, start: pd.Timestamp | None, end: pd.Timestamp | None) -> pd.Series:
+    """`s` on [start, end): a positional slice of a sorted index (a view, no copy: serve cuts
+    20,000 series a run, and boolean masks cost ~0.3 ms and a copy each), masks otherwise."""
+    ix = s.index
+    if ix.is_monotonic_increasing:
+        lo = int(ix.searchsorted(start, side="left")) if start is not None else 0
+        hi = int(ix.searchsorted(end, side="left")) if end is not None else len(ix)
+        return s.iloc[lo:max(lo, hi)]
+    s = s[(ix >= start) if start is not None else slice(None)]
+    return s[(s.index < end) if end is not None else slice(None)]
+
+
+def _any_value(s: pd.Series) -> bool:
+    v = s.to_numpy()
+    return bool((~np.isnan(v)).any()) if v.dtype.kind == "f" else bool(s.notna().any())
 
 
 def read_long_file(path: str) -> pd.DataFrame:
@@ -272,14 +288,20 @@ def series_on_grids(names: np.ndarray, codes: np.ndarray, stamps: np.ndarray, va
     gaps: dict[str, GapReport] = {}
     bounds = np.flatnonzero(np.diff(codes)) + 1
     step_ns = step.value  # Timedelta.value is nanoseconds on every pandas
+    # series on the same grid share one (immutable) index: a fleet fetched together mostly is, and
+    # its timestamps would otherwise be half the history's memory (and a date_range each)
+    grids: dict[tuple[int, int], pd.DatetimeIndex] = {}
     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(codes)]):
         key = str(names[codes[lo]])
         t0 = stamps[lo]
         pos = (stamps[lo:hi] - t0) // step_ns
         grid = np.full(int(pos[-1]) + 1, np.nan)
         grid[pos] = vals[lo:hi]
-        start = pd.Timestamp(int(t0), unit="ns", tz="UTC")
-        r = pd.Series(grid, index=pd.date_range(start, periods=len(grid), freq=step).as_unit("ns"))
+        at = (int(t0), len(grid))
+        if at not in grids:
+            start = pd.Timestamp(int(t0), unit="ns", tz="UTC")
+            grids[at] = pd.date_range(start, periods=len(grid), freq=step).as_unit("ns")
+        r = pd.Series(grid, index=grids[at])
         series[key] = r
         found = _gaps_of(r)
         if found:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from autoscaler.logic.stock_rule import stock_targets
 from autoscaler.settings import VpaSettings
+from predictor.timestamps import epoch_ns
 
 DAY = pd.Timedelta("1D")
 STEP = pd.Timedelta("5min")
@@ -188,7 +189,7 @@ class _Lookup:
     """`y.reindex(times).to_numpy(dtype=float)` for a series with unique timestamps, by binary search."""
 
     def __init__(self, y: pd.Series) -> None:
-        ns = np.asarray(pd.DatetimeIndex(y.index).as_unit("ns").asi8)
+        ns = epoch_ns(y.index)
         order = np.argsort(ns, kind="stable")  # already sorted in serve and replay: no cost
         self.ns, self.values = ns[order], y.to_numpy(dtype=float)[order]
 

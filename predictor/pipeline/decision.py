@@ -27,6 +27,7 @@ from predictor.features.hour_peak import hour_peak_features_last, lookback
 from predictor.models.base import non_crossing
 from predictor.models.decision_time import FEATURE_SETS, DecisionTimeGBM
 from predictor.pipeline.calibration import AdaptiveConformal
+from predictor.timestamps import epoch_ns
 from predictor.types import Forecast
 
 RawAt = Callable[[pd.Timestamp], "tuple[np.ndarray, float] | None"]  # origin -> (raw quantiles, scale)
@@ -118,7 +119,7 @@ def raw_at_origin(model: DecisionTimeGBM, series: Mapping[str, pd.Series], origi
         windows = np.full((len(part), n), np.nan)
         for row, key in enumerate(part):  # by int64 nanoseconds: pandas masks cost a millisecond a series
             y = series[key]
-            ix = np.asarray(pd.DatetimeIndex(y.index).as_unit("ns").asi8)
+            ix = epoch_ns(y.index)
             lo, hi = np.searchsorted(ix, first_ns), np.searchsorted(ix, origin_ns)
             off = ix[lo:hi] - first_ns
             on_grid = off % step_ns == 0
@@ -138,7 +139,7 @@ def raw_at_origin(model: DecisionTimeGBM, series: Mapping[str, pd.Series], origi
 def actual_from_history(y: pd.Series, span: int, step: pd.Timedelta) -> ActualAt:
     """origin -> the observed peak of its next `span` steps in `y` (NaN when not all observed) on
     y's grid from its first sample; looked up per origin (a walk asks for one or two a run)."""
-    ns = np.asarray(pd.DatetimeIndex(y.index).as_unit("ns").asi8)
+    ns = epoch_ns(y.index)
     values = y.to_numpy(dtype=float)
     step_ns = int(step.value)
 
@@ -249,7 +250,7 @@ def recent_row(y: pd.Series, origin: pd.Timestamp, step: pd.Timedelta, n: int) -
     positions up to `origin` (NaN where missing); None where that grid misses the origin."""
     if not len(y):
         return None
-    ns = np.asarray(pd.DatetimeIndex(y.index).as_unit("ns").asi8)
+    ns = epoch_ns(y.index)
     step_ns, o = int(step.value), int(pd.Timestamp(origin).value)
     if o < ns[0] or (o - ns[0]) % step_ns:
         return None

@@ -114,3 +114,43 @@ def test_fill_short_gaps_bridges_at_most_one_hour():
     f = fill_short_gaps(y, STEP)
     assert f.iloc[2:5].tolist() == [2.0, 3.0, 4.0]
     assert f.iloc[10:24].isna().all()
+
+
+def _window_by_masks(y, start, end):
+    """The window as boolean masks define it: [start, end)."""
+    y = y[(y.index >= start) if start is not None else slice(None)]
+    return y[(y.index < end) if end is not None else slice(None)]
+
+
+@pytest.mark.parametrize("unit", ["ns", "us", "s"])
+def test_window_cuts_like_masks_for_sorted_unsorted_and_empty_series(unit):
+    from predictor.history import History
+    idx = pd.date_range("2026-01-01", periods=50, freq="5min", tz="UTC").as_unit(unit)
+    rng = np.random.default_rng(0)
+    series = {"sorted": pd.Series(rng.random(50), index=idx),
+              "unsorted": pd.Series(rng.random(50), index=idx[rng.permutation(50)]),
+              "gappy": pd.Series(np.r_[np.full(40, np.nan), rng.random(10)], index=idx)}
+    h = History(series, STEP, labels=None)
+    cuts = [(idx[5], idx[20]), (idx[5] + pd.Timedelta("2min"), idx[20] - pd.Timedelta("1min")), (None, idx[3]),
+            (idx[45], None), (idx[0] - pd.Timedelta("1D"), idx[-1] + pd.Timedelta("1D")), (idx[30], idx[10])]
+    for start, end in cuts:
+        w = h.window(start, end)
+        for k, y in series.items():
+            want = _window_by_masks(y, start, end)
+            if not want.notna().any():
+                assert k not in w.series, (k, start, end)  # nothing finite there: left out, as before
+                continue
+            pd.testing.assert_series_equal(w.series[k], want)
+
+
+def test_series_on_one_grid_share_one_index_and_keep_their_values():
+    from predictor.history import regularize
+    t = pd.date_range("2026-01-01", periods=12, freq="5min", tz="UTC")
+    frame = pd.DataFrame({"series": ["a"] * 12 + ["b"] * 12 + ["c"] * 6,
+                          "timestamp": list(t) + list(t) + list(t[3:9]),
+                          "value": list(range(12)) + list(range(100, 112)) + list(range(6))})
+    h = regularize(frame, STEP)
+    a, b, c = (h.series[k] for k in "abc")
+    assert a.index is b.index  # same start and length: one index (half the memory of a fetched fleet)
+    assert c.index is not a.index and list(c.index) == list(t[3:9])
+    assert a.tolist() == list(range(12)) and b.tolist() == list(range(100, 112)) and c.tolist() == list(range(6))
