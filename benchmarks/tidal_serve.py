@@ -74,16 +74,21 @@ def one(label):
 
 
 one("cold: first run (after midnight)")
-# forecast_budget takes a cold fleet on 2,000 series a run: serve's runs every 5 minutes until every VPA
-# has its decision (none at 1,000 workloads, 20 at 10,000: refreshes share the budget) are the ramp, summed in one row; warm runs follow
+# forecast_budget takes a cold fleet on 2,000 series a run: serve's 5-minute runs until every VPA has
+# its decision (none at 1,000 workloads, 10 at 10,000), then on to 40 runs (+200 min) so that the
+# day-ahead forecasts' 30-minute refreshes are at their steady state, are the ramp, summed in one row;
+# warm runs follow
 ramp, minutes = [], 0
-while runs[-1]["vpa"] < workloads and len(ramp) < 40:
+steady = 40 if workloads > 1000 else 0
+while len(ramp) < steady or ((ramp or runs)[-1]["vpa"] < workloads and len(ramp) < 60):
     advance(hist, c.step)
     minutes += 5
     one(f"ramp: +{minutes} min")
     ramp.append(runs.pop())
 if ramp:
-    runs.append(dict(ramp[-1], label=f"ramp: {len(ramp)} runs to +{minutes} min (the last one's columns; CPU s "
+    every = next((i + 1 for i, r in enumerate(ramp) if r["vpa"] >= workloads), None)
+    runs.append(dict(ramp[-1], label=f"ramp: {len(ramp)} runs to +{minutes} min, every VPA decided from run {every} "
+                                     f"(the last one's columns; CPU s "
                                      f"{min(r['cpu'] for r in ramp):.1f}-{max(r['cpu'] for r in ramp):.1f} a run)"))
 one("warm: same 5-minute step")
 for k in range(1, 4):
