@@ -60,4 +60,4 @@ def advance(hist: History, step: pd.Timedelta) -> None:
         old, new = grown.get(id(y.index), (None, None))
         if old is not y.index:
             old, new = grown[id(y.index)] = (y.index, y.index.append(pd.DatetimeIndex([y.index[-1] + step])))
-        hist.series[sid] = pd.Series(np.append(y.to_numpy(), y.iloc[-per_day]), index=new)
+        hist.series[sid] = pd.Series(np.append(y.to_numpy(), y.iloc[-per_day]), index=new, copy=False)  # one array, not two
