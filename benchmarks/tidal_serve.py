@@ -98,7 +98,6 @@ for k in range(1, 4):
 indexes = {id(y.index): y.index for y in hist.series.values()}
 source = sum(y.to_numpy().nbytes for y in hist.series.values()) + sum(ix.nbytes for ix in indexes.values())
 print(json.dumps({"setup_seconds": setup, "runs": runs, "series": len(hist.series), "source_bytes": source,
-                  "ramp_vpas": [r["vpa"] for r in ramp], "ramp_detail": [r["detail"] for r in ramp],
                   "pods": sum(w.replicas for w in c.workloads),
                   "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 '''
@@ -112,8 +111,6 @@ def measure(workloads: int, nodes: int, regime: str) -> dict[str, Any]:
         if r.returncode != 0:
             raise RuntimeError(f"tidal serve run ({regime}) failed: {r.stderr[-3000:]}")
         res: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
-        print(f"{regime}: VPAs decided by each ramp run {res['ramp_vpas']}; forecast step of each: "
-              f"{res['ramp_detail']}", file=sys.stderr)
         return res
 
 

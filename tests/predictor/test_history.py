@@ -130,7 +130,7 @@ def test_window_cuts_like_masks_for_sorted_unsorted_and_empty_series(unit):
     series = {"sorted": pd.Series(rng.random(50), index=idx),
               "unsorted": pd.Series(rng.random(50), index=idx[rng.permutation(50)]),
               "gappy": pd.Series(np.r_[np.full(40, np.nan), rng.random(10)], index=idx)}
-    h = History(series, STEP, labels=None)
+    h = History(series, STEP)
     cuts = [(idx[5], idx[20]), (idx[5] + pd.Timedelta("2min"), idx[20] - pd.Timedelta("1min")), (None, idx[3]),
             (idx[45], None), (idx[0] - pd.Timedelta("1D"), idx[-1] + pd.Timedelta("1D")), (idx[30], idx[10])]
     for start, end in cuts:
