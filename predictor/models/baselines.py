@@ -36,10 +36,12 @@ class SeasonalNaive(Forecaster):
                 f"season needs at least two seasons ({2 * m * self.step_}) — use DecayingHistogram or wait"
             )
         filled = fill_short_gaps(y, self.step_).to_numpy(copy=True)  # written below; pandas 3 views are read-only
-        # where a long gap remains, fall back to the value one season earlier, then to the median
-        for k in range(m, len(filled)):
-            if np.isnan(filled[k]):
-                filled[k] = filled[k - m]
+        # where a long gap remains, fall back to the value one season earlier (itself filled), then to
+        # the median: a season at a time, each from the one before it, already final
+        for start in range(m, len(filled), m):
+            block = filled[start:start + m]
+            gap = np.isnan(block)
+            block[gap] = filled[start - m:start - m + len(block)][gap]
         med = float(np.nanmedian(filled))
         filled = np.where(np.isnan(filled), med, filled)
         self.last_season_ = filled[-m:].copy()
