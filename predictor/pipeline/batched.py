@@ -18,7 +18,7 @@ import pandas as pd
 from predictor.models import MODELS
 from predictor.models.base import steps_in
 from predictor.models.baselines import SeasonalNaive
-from predictor.timestamps import epoch_ns
+from predictor.timestamps import epoch_ns, grid
 from predictor.types import Forecast
 
 MIN_GROUP = 2  # a group of one is as cheap per series
@@ -54,7 +54,7 @@ def forecast_seasonal_naive(model: str, series: Mapping[str, pd.Series], reqs: M
         req = reqs[keys[0]]
         values = _forecast_matrix(np.stack([series[k].to_numpy(dtype="float64") for k in keys]), m, r,
                                   max(0, (origin - end - step.value) // step.value), req.steps, req.quantiles)
-        index = pd.date_range(pd.Timestamp(origin, unit="ns", tz="UTC"), periods=req.steps, freq=step)
+        index = grid(pd.Timestamp(origin, unit="ns", tz="UTC"), req.steps, step)
         for key, v in zip(keys, values):
             out[key] = Forecast(series=key, index=index, quantiles=tuple(req.quantiles), values=v, model=label)
     return out

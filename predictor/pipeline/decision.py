@@ -27,7 +27,7 @@ from predictor.features.hour_peak import hour_peak_features_last, lookback
 from predictor.models.base import non_crossing
 from predictor.models.decision_time import FEATURE_SETS, DecisionTimeGBM
 from predictor.pipeline.calibration import AdaptiveConformal
-from predictor.timestamps import epoch_ns
+from predictor.timestamps import epoch_ns, grid
 from predictor.types import Forecast
 
 RawAt = Callable[[pd.Timestamp], "tuple[np.ndarray, float] | None"]  # origin -> (raw quantiles, scale)
@@ -161,8 +161,7 @@ def overlay(key: str, q: np.ndarray, model_quantiles: Sequence[float], origin: p
     reads the span; the VPA's requests come from the hour-peak path, `raw_at_origin`)."""
     quantiles = tuple(model_quantiles)
     values = np.tile(np.asarray(q, dtype=float), (steps, 1))
-    idx = pd.date_range(origin, periods=steps, freq=step)
-    return Forecast(key, idx, quantiles, values, label, version)
+    return Forecast(key, grid(origin, steps, step), quantiles, values, label, version)
 
 
 def calibrated_series(model: DecisionTimeGBM, y: pd.Series, rate: float = 0.05,

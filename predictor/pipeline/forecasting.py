@@ -29,6 +29,7 @@ from predictor.pipeline.calibration import apply_shifts
 from predictor.pipeline.choice import ChoiceForecaster, make_model, predict_from
 from predictor.pipeline.fallback import choose_baseline, fall_back, history_short
 from predictor.pipeline.selection import backtest, choose, default_candidates
+from predictor.timestamps import grid
 from predictor.types import Choice, Forecast
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ def forecast_from_choice(key: str, y: pd.Series, req: ForecastRequest, choice: C
             notes.append(f"{short}: fell back to {model.label} ({why})")
             log.warning("series %s: %s; using %s", key, short, model.label)
             values = _predict_with(model, y, req, origin)
-            index = pd.date_range(origin, periods=req.steps, freq=req.step)
+            index = grid(origin, req.steps, req.step)
             return Forecast(series=key, index=index, quantiles=tuple(req.quantiles), values=values, model=model.label,
                             version=version, backtest_score=None, notes=notes)
     if choice is None:
@@ -122,7 +123,7 @@ def forecast_from_choice(key: str, y: pd.Series, req: ForecastRequest, choice: C
             values = apply_shifts(values, shifts, req.quantiles)
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
         values, label = fall_back(key, y, req.step, req.steps, req.quantiles, origin, name, exc, notes)
-    index = pd.date_range(origin, periods=req.steps, freq=req.step)
+    index = grid(origin, req.steps, req.step)
     score = None if choice is None or choice.skill is None else float(choice.skill)
     return Forecast(series=key, index=index, quantiles=tuple(req.quantiles), values=values, model=label,
                     version=version, backtest_score=score, notes=notes)
@@ -141,7 +142,7 @@ def forecast_series(key: str, y: pd.Series, req: ForecastRequest) -> Forecast:
         label = model.label
     except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
         values, label = fall_back(key, y, req.step, req.steps, req.quantiles, origin, req.model, exc, notes)
-    index = pd.date_range(origin, periods=req.steps, freq=req.step)
+    index = grid(origin, req.steps, req.step)
     return Forecast(series=key, index=index, quantiles=tuple(req.quantiles), values=values, model=label, notes=notes)
 
 

@@ -17,7 +17,7 @@ from predictor.history import history_from_frame, load_history, parse_timestamps
 from predictor.models.base import infer_step
 from predictor.sources.prometheus import _to_long
 from predictor.sources.synthetic import generate_cluster
-from predictor.timestamps import epoch_ns, epoch_to_utc, epoch_unit, to_utc_ns
+from predictor.timestamps import epoch_ns, epoch_to_utc, epoch_unit, grid, to_utc_ns
 
 T0 = pd.Timestamp("2024-03-01T00:00:00Z")
 T0_S = 1709251200  # T0 in epoch seconds
@@ -144,3 +144,15 @@ def test_synthetic_openmetrics_has_real_increasing_seconds():
     assert (np.diff(stamps) == 120).all()
     hist = cluster.history(STEP)
     assert hist["timestamp"].min() == end - pd.Timedelta("1D")
+
+
+@pytest.mark.parametrize("start", [pd.Timestamp("2024-03-31 00:05", tz="UTC"), pd.Timestamp("2024-03-31 00:05"),
+                                   pd.Timestamp("2024-03-31T00:05:00Z").as_unit("s"),
+                                   pd.Timestamp("2024-03-31 00:05", tz="Europe/Paris")])
+@pytest.mark.parametrize("step", [pd.Timedelta("5min"), pd.Timedelta("1h")])
+def test_grid_is_date_range_shared_per_grid(start, step):
+    got, want = grid(start, 288, step), pd.date_range(start, periods=288, freq=step)
+    assert got.equals(want) and got.dtype == want.dtype and got.freq == want.freq
+    # UTC and naive starts share one index object per grid (forecasts kept between serving runs)
+    assert (grid(start, 288, step) is got) == (start.tz is None or str(start.tz) == "UTC")
+    assert grid(start + step, 288, step)[0] == start + step and grid(start, 12, step).equals(want[:12])
