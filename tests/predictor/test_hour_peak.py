@@ -59,6 +59,8 @@ def test_many_series_at_one_origin_equal_each_alone():
     model = DecisionTimeGBM(PEAK_LEVELS, 12, features="hour_peak", max_iter=20).fit_many(ys, STEP)
     origin = ys["s0"].index[-1] + STEP
     batch = raw_at_origin(model, ys, origin, chunk=2)
+    whole = raw_at_origin(model, ys, origin)  # one chunk: the rows' numbers do not depend on their chunk
+    assert batch.keys() == whole.keys() and all(np.array_equal(batch[k][0], whole[k][0]) for k in batch)
     for k, y in ys.items():
         alone = raw_from_history(model, y, [origin]).get(origin)
         assert (k in batch) == (alone is not None)
