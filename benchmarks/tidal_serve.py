@@ -94,6 +94,12 @@ one("warm: same 5-minute step")
 for k in range(1, 4):
     advance(hist, c.step)
     one(f"warm: +{minutes + 5 * k} min of data")
+if regime == "restart":
+    # the first run of a UTC day plans every series at once: the kept plans forgotten, as a new day
+    # does (the same day planned again from the same history: the same numbers, the same work)
+    loop.decision_time.tidal.plans.clear()
+    advance(hist, c.step)
+    one(f"warm, every day plan made again (as at the first run of a UTC day): +{minutes + 20} min of data")
 # the in-memory source stands for Prometheus: its copy of the data is in the process's RSS, not in a serve's
 indexes = {id(y.index): y.index for y in hist.series.values()}
 source = sum(y.to_numpy().nbytes for y in hist.series.values()) + sum(ix.nbytes for ix in indexes.values())

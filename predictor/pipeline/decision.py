@@ -265,11 +265,12 @@ def recent_row(y: pd.Series, origin: pd.Timestamp, step: pd.Timedelta, n: int) -
 
 def raw_recent(model: DecisionTimeGBM, series: Mapping[str, pd.Series], todo: Mapping[str, Sequence[pd.Timestamp]],
                cache: RecentLevels | None = None, context: pd.Timedelta | None = None,
-               chunk: int = 256) -> dict[str, dict[pd.Timestamp, tuple[np.ndarray, float]]]:
+               chunk: int = 128) -> dict[str, dict[pd.Timestamp, tuple[np.ndarray, float]]]:
     """`raw_from_history(model, series[k], todo[k])` for every k at once, equal to it, for a model of
     the "recent" features: one row per series and origin (`decision_origin`; the levels from
     `cache`), the trees walked once for all. A series' origins go in increasing order, one round each,
-    so the cache carries its levels from one to the next; rows go in chunks (a row is ~20 kB). Rows
+    so the cache carries its levels from one to the next; rows go in chunks (a row is ~20 kB; a chunk
+    of 128 rows holds ~27 MB of transient arrays, 256 rows ~47 MB, at the same speed). Rows
     are at least `context` long (serve's cut of the history: rows of one length from run to run, so
     the cache holds where a series' first sample comes and goes with a gap)."""
     if model.features != "recent":
