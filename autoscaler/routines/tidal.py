@@ -8,7 +8,10 @@ by run, when the registry's "vpa" decision-time model is the hour-peak model and
   span) of steps is seen, as replay's does once an interval, so a loop running every minute moves it
   no faster than replay's hourly decisions (a step's verdict is kept as over/under until then).
 - Restart: `logic/day_plan.DayPlanner`'s plan for the UTC day, decided once a day per series (the
-  stock rule's hourly target when it won, re-read each hour); the change cap applies after it.
+  stock rule's hourly target when it won, re-read each hour); the change cap applies after it. A run
+  makes at most `vpa.day_plans_per_run` plans of a new day: a series over that keeps the request it
+  was last given (no change) until a later run plans it, so a new day's plans spread over its first
+  runs. A series never planned is planned at once (`forecast_budget` already spreads those).
 
 The levels and plans are the loop's state, kept between runs like the decision-time walks.
 """
@@ -52,6 +55,7 @@ class DayChoice:
     values: np.ndarray | None  # the plan's hourly requests (None: the stock rule serves, hour by hour)
     why: str
     stock: dict[pd.Timestamp, float] = field(default_factory=dict)  # hour -> the stock target, once an hour
+    last: float | None = None  # the request last given (held while the next day's plan waits)
 
 
 @dataclass
@@ -83,6 +87,7 @@ class TidalRun:
     history: History
     origin: pd.Timestamp
     settings: VpaSettings
+    made: int = 0  # day plans made this run (vpa.day_plans_per_run)
 
     @property
     def every(self) -> pd.Timedelta:
@@ -143,8 +148,15 @@ class TidalRun:
             return DayPlanner(y[y.index < self.origin], self.settings, self.settings.max_changes_per_day)
 
         choice = self.state.plans.get(sid)
+        if choice is not None and choice.day != day and choice.last is not None \
+                and self.made >= self.settings.day_plans_per_run:
+            return TidalRequest(choice.last, "day_plan", None, (
+                f"restart regime: the day plan for {day.date()} waits for a later run ({self.made} plans made "
+                f"this run, vpa.day_plans_per_run {self.settings.day_plans_per_run}): the request of "
+                f"{choice.day.date()} holds ({choice.why})")), ""
         if choice is None or choice.day != day:
             d = planner().decide(day, budget)
+            self.made += 1
             choice = self.state.plans[sid] = DayChoice(day, d.values if d.planned else None, d.why)
         if choice.values is None and hour not in choice.stock:
             choice.stock = {hour: planner().stock(hour)}
@@ -153,4 +165,5 @@ class TidalRun:
             return None, f"restart regime: no day plan nor stock target for {day.date()} ({choice.why})"
         what = "the stock rule's target" if choice.values is None else "the day plan's request"
         why = f"restart regime: {what} for {hour:%H}:00 UTC: {choice.why}"
-        return TidalRequest(max(value, 0.0), "day_plan", None, why), ""
+        choice.last = max(value, 0.0)
+        return TidalRequest(choice.last, "day_plan", None, why), ""

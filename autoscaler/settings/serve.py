@@ -55,6 +55,12 @@ class VpaSettings:
     # changes at most this often in any 24 h. 3: perfect foresight with 3 changes a day already reaches
     # slack 0.43 against the stock VPA's 0.51 on dev (issue 24); each change is a pod restart
     max_changes_per_day: int = 3
+    # restart regime: at most this many day plans are made in one run (~7-9 ms each). A new UTC day
+    # re-plans every restart-regime series; at 10,000 workloads (14,000 plans) in one run that took
+    # 128 CPU s, past the 60 s interval (BENCHMARKS.md, "Tidal requests in serve"). Over the cap a
+    # series keeps the request it has until a later run plans it (1,000: ~14 runs at 14,000 series),
+    # which adds no change. A series never planned is planned at once (forecast_budget spreads those)
+    day_plans_per_run: int = 1000
     # VPA and HPA on one workload: the HPA's CPU target utilisation that keeps its scale point must stay
     # inside these (fractions); outside them the CPU request is held. 0.5-0.9: below half the pods idle
     # at the scale point, above 0.9 the HPA's 10% tolerance reaches the whole request
@@ -95,6 +101,9 @@ class VpaSettings:
         m = self.max_changes_per_day
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:
             raise ValueError(f"max_changes_per_day {m!r}: a whole number of changes, at least 1")
+        n = self.day_plans_per_run
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"day_plans_per_run {n!r}: a whole number of day plans a run, at least 1")
         bounds = self.hpa_target_bounds
         if not isinstance(bounds, (list, tuple)) or len(bounds) != 2 or \
                 not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in bounds) or \

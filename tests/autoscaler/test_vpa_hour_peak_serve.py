@@ -132,3 +132,40 @@ def test_an_older_registry_falls_back_to_the_day_ahead_forecast_and_says_why(tid
             assert "[day-ahead; decision-time vpa: model features 'recent', not 'hour_peak'" in r.reason.model
             assert not any(s.startswith(("hour_peak", "restart regime: the")) for s in r.reason.steps)
         assert rep.hpa and all(d.reason.model.startswith("decision_time_hgb") for d in rep.hpa)
+
+
+def test_a_new_days_plans_spread_over_runs_under_day_plans_per_run(tidal):
+    """With one plan a run, the first run of a UTC day plans one series; the others keep the request
+    they had (the same target, no change) and say why, and later runs plan them, each to the plan a
+    loop without the cap makes. A series never planned is planned at once, whatever the cap."""
+    c, hist, reg = tidal
+    objects = regimed(cluster_objects(c), "Recreate")
+    day = END - pd.Timedelta("1D")
+    loop, source = loop_on(objects, hist.window(None, day - HOUR), reg)
+    loop.settings.vpa.day_plans_per_run = 1
+    before = recs(loop.run_once())
+    plans = loop.decision_time.tidal.plans
+    assert len(plans) == len(before) > 1  # every series new: planned in the first run despite the cap
+    made = []
+    for k in range(len(before)):
+        source.history = hist.window(None, day + k * STEP)
+        rep = loop.run_once()
+        now = recs(rep)
+        waiting = {key for key, r in now.items() if "day plan for 2026-11-01 waits" in r.reason.steps[0]}
+        made.append(len(now) - len(waiting))
+        assert len(waiting) == len(before) - 1 - k  # one more planned each run
+        for key in waiting:
+            assert now[key].target == before[key].target, (key, now[key].reason.steps)
+            assert "vpa.day_plans_per_run 1" in now[key].reason.steps[0]
+            assert "the request of 2026-10-31 holds" in now[key].reason.steps[0]
+        held = {key[0] for key in waiting} - {key[0] for key in now if key not in waiting}
+        assert not any(ch.key in held for ch in rep.changes)  # a VPA all of whose requests hold is not written
+    assert made == list(range(1, len(before) + 1))
+    assert all(ch.day == day for ch in plans.values())
+    free, free_source = loop_on(objects, hist.window(None, day - HOUR), reg)
+    free.run_once()
+    free_source.history = source.history
+    free.run_once()
+    for sid, ch in free.decision_time.tidal.plans.items():
+        assert ch.why == plans[sid].why
+        assert (ch.values is None and plans[sid].values is None) or (ch.values == plans[sid].values).all()

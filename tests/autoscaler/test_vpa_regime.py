@@ -98,10 +98,11 @@ def test_the_change_policy_counts_written_changes_per_resource(regime_name, expe
         assert later.containers[0].resources["cpu"].target == 500
 
 
-@pytest.mark.parametrize("value", [0, -1, 2.5, "three"])
-def test_a_bad_max_changes_per_day_is_refused_with_its_key(value):
-    with pytest.raises(ValueError, match="max_changes_per_day"):
-        VpaSettings(max_changes_per_day=value).check()
+@pytest.mark.parametrize("key", ["max_changes_per_day", "day_plans_per_run"])
+@pytest.mark.parametrize("value", [0, -1, 2.5, "three", True])
+def test_a_bad_count_setting_is_refused_with_its_key(key, value):
+    with pytest.raises(ValueError, match=key):
+        VpaSettings(**{key: value}).check()
 
 
 def test_serve_refuses_a_bad_vpa_setting_with_exit_2(tmp_path):
