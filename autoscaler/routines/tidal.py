@@ -89,6 +89,14 @@ class TidalRun:
     settings: VpaSettings
     made: int = 0  # day plans made this run (vpa.day_plans_per_run)
 
+    @functools.cached_property
+    def day(self) -> pd.Timestamp:
+        return self.origin.floor("D")
+
+    @functools.cached_property
+    def hour(self) -> pd.Timestamp:
+        return self.origin.floor("h")
+
     @property
     def every(self) -> pd.Timedelta:
         return int(self.model.span) * self.model.step_  # type: ignore[no-any-return]
@@ -99,7 +107,7 @@ class TidalRun:
             return None, ""
         if in_place:  # a pandas mask costs about a millisecond a series: the in-place path reads by position
             return self._hour_peak(sid, y, budget)
-        return self._day_plan(sid, y[y.index >= self.origin - CONTEXT], budget)
+        return self._day_plan(sid, y, budget)
 
     def _hour_peak(self, sid: str, y: pd.Series, budget: float) -> tuple[TidalRequest | None, str]:
         m, origin = self.model, self.origin
@@ -142,10 +150,11 @@ class TidalRun:
             s.pending.clear()
 
     def _day_plan(self, sid: str, y: pd.Series, budget: float) -> tuple[TidalRequest | None, str]:
-        day, hour = self.origin.floor("D"), self.origin.floor("h")
+        day, hour = self.day, self.hour  # once a run, not once a series
         @functools.cache
-        def planner() -> DayPlanner:  # built only when deciding, once a run
-            return DayPlanner(y[y.index < self.origin], self.settings, self.settings.max_changes_per_day)
+        def planner() -> DayPlanner:  # built only when deciding, once a run (most runs read a kept plan)
+            near = y[(y.index >= self.origin - CONTEXT) & (y.index < self.origin)]
+            return DayPlanner(near, self.settings, self.settings.max_changes_per_day)
 
         choice = self.state.plans.get(sid)
         if choice is not None and choice.day != day and choice.last is not None \
