@@ -166,6 +166,7 @@ def test_a_new_days_plans_spread_over_runs_under_day_plans_per_run(tidal):
     free.run_once()
     free_source.history = source.history
     free.run_once()
+    assert set(free.decision_time.tidal.plans) == set(plans)
     for sid, ch in free.decision_time.tidal.plans.items():
         assert ch.why == plans[sid].why
         assert (ch.values is None and plans[sid].values is None) or (ch.values == plans[sid].values).all()
