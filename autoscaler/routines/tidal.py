@@ -157,13 +157,13 @@ class TidalRun:
             return DayPlanner(near, self.settings, self.settings.max_changes_per_day)
 
         choice = self.state.plans.get(sid)
-        if choice is not None and choice.day != day and choice.last is not None \
-                and self.made >= self.settings.day_plans_per_run:
-            return TidalRequest(choice.last, "day_plan", None, (
-                f"restart regime: the day plan for {day.date()} waits for a later run ({self.made} plans made "
-                f"this run, vpa.day_plans_per_run {self.settings.day_plans_per_run}): the request of "
-                f"{choice.day.date()} holds ({choice.why})")), ""
         if choice is None or choice.day != day:
+            cap = self.settings.day_plans_per_run
+            if choice is not None and choice.last is not None and self.made >= cap:  # a later run plans it
+                return TidalRequest(choice.last, "day_plan", None, (
+                    f"restart regime: the day plan for {day.date()} waits for a later run ({self.made} plans made "
+                    f"this run, vpa.day_plans_per_run {cap}): the request of {choice.day.date()} holds "
+                    f"({choice.why})")), ""
             d = planner().decide(day, budget)
             self.made += 1
             choice = self.state.plans[sid] = DayChoice(day, d.values if d.planned else None, d.why)

@@ -98,12 +98,10 @@ class VpaSettings:
         b = self.violation_budget
         if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b <= 0.5:
             raise ValueError(f"violation_budget {b!r}: a share of 5-minute steps in (0, 0.5]")
-        m = self.max_changes_per_day
-        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-            raise ValueError(f"max_changes_per_day {m!r}: a whole number of changes, at least 1")
-        n = self.day_plans_per_run
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"day_plans_per_run {n!r}: a whole number of day plans a run, at least 1")
+        for key, what in (("max_changes_per_day", "changes"), ("day_plans_per_run", "day plans a run")):
+            n = getattr(self, key)
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"{key} {n!r}: a whole number of {what}, at least 1")
         bounds = self.hpa_target_bounds
         if not isinstance(bounds, (list, tuple)) or len(bounds) != 2 or \
                 not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in bounds) or \
