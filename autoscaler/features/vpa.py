@@ -38,6 +38,8 @@ class VpaFeature:
         self.ledger = CostLedger()  # candidates' past requests (vpa.choose_by_cost), kept between runs
         self.pairs: dict[str, Change] = {}  # this run: VPA key -> the HPA change written with it
         self.cpu_hpas: dict[WorkloadKey, tuple[HpaView, int]] = {}
+        window = settings.guardrails.peaks_window
+        self.peaks_window = parse_duration(window, what="serve.guardrails.peaks_window") if window else None
 
     @property
     def enabled(self) -> bool:
@@ -90,7 +92,8 @@ class VpaFeature:
         forecasts = ctx.forecasts if ctx.vpa_forecasts is None else ctx.vpa_forecasts
         budget, why = budget_for(vpa.budget_annotation(), s.violation_budget)
         d = decide_vpa(VpaInputs(vpa, wl, replicas, series, forecasts, ctx.history, ctx.now,
-                                 self.step, last_oom_kills(pods), self.ledger, budget, why, ctx.vpa_tidal), s)
+                                 self.step, last_oom_kills(pods), self.ledger, budget, why, ctx.vpa_tidal,
+                                 self.peaks_window), s)
         d = self.policy.limit(d, vpa, ctx.now)
         in_force, source = requests_in_force(wl, pods)
         for c in d.containers:

@@ -85,13 +85,13 @@ class Cooldown:
 def limit_vpa_decision(decision: VpaDecision, published: Mapping[tuple[str, str], int], vpa: Obj,
                        max_decrease_ratio: float, max_increase_ratio: float) -> VpaDecision:
     """The change guardrail as a post-processor: each target moves at most the allowed ratio from
-    what is published (`limit_change`), never above the container's maxAllowed; the bounds widen to
+    what is published, or within the workload's own recent hourly peaks (`limit_change`), never above the container's maxAllowed; the bounds widen to
     keep lower <= target <= upper and the reason names the step. Changes `decision` in place."""
     for c in decision.containers:
         policy = container_policy(vpa, c.container)
         for res, rec in c.resources.items():
             limited, why = limit_change(published.get((c.container, res)), rec.target, max_decrease_ratio,
-                                        max_increase_ratio, floor=rec.floor)
+                                        max_increase_ratio, floor=rec.floor, seen=rec.seen)
             if why:
                 limited = min(limited, policy.max_allowed.get(res, limited))
                 rec.reason.steps.append(why)

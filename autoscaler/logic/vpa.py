@@ -131,11 +131,13 @@ def recommend_resource(
     model_label: str | None = None,
     oom_memory: float | None = None,
     raw_total: float | None = None,
+    peaks: tuple[float, float] | None = None,
 ) -> ResourceRecommendation:
     """One container resource's recommendation; raises NonFiniteForecast on NaN forecasts.
     `memory_peak` and `oom_memory` (usage at the last OOM kill) are workload totals, like `fc`;
     `raw_total` (workload total) replaces the forecast's window max x margin as the raw target when
-    another recommender was chosen (`choice_by_cost`): floors, bounds and caps apply to it alike."""
+    another recommender was chosen (`choice_by_cost`): floors, bounds and caps apply to it alike.
+    `peaks` (workload totals, `hourly_peaks_range`) become the recommendation's `seen` range, per pod."""
     policy = policy or ContainerPolicy()
     replicas = max(1, int(replicas))
     grow = 1.0 + settings.margin
@@ -165,8 +167,10 @@ def recommend_resource(
     capped = cap(target)
     if capped != target:
         reason.steps.append(f"capped by resourcePolicy to {capped} (min {lo}, max {hi})")
+    seen = (usage_to_units(resource, peaks[0] / replicas), usage_to_units(resource, peaks[1] / replicas)) \
+        if peaks else None
     return ResourceRecommendation(resource, target=capped, lower=cap(lower), upper=cap(upper),
-                                  uncapped=uncapped, reason=reason, floor=cap(floor))
+                                  uncapped=uncapped, reason=reason, floor=cap(floor), seen=seen)
 
 
 def apply_updater(in_force: int | None, rec: ResourceRecommendation, dwelt: pd.Timedelta | None,
@@ -187,19 +191,42 @@ def apply_updater(in_force: int | None, rec: ResourceRecommendation, dwelt: pd.T
 
 
 def limit_change(previous: int | None, new: int, max_decrease_ratio: float, max_increase_ratio: float,
-                 floor: int = 0) -> tuple[int, str | None]:
-    """Guardrail: a published value moves at most by these ratios per step (never below `floor`)."""
+                 floor: int = 0, seen: tuple[int, int] | None = None) -> tuple[int, str | None]:
+    """Guardrail: a published value moves at most by these ratios per step (never below `floor`),
+    or as far as `seen`, the range of the workload's own recent hourly peaks (`hourly_peaks_range`):
+    a level the workload itself reached lately is evidence, not a broken forecast, so a tide wider
+    than the ratios is followed, not cut short. Returns (value, why it moved less than asked, or
+    further than the ratios alone allow; None when neither)."""
     if previous is None or previous <= 0:
         return new, None
     lo = int(np.ceil(previous * max_decrease_ratio))
     hi = int(np.floor(previous * max_increase_ratio))
-    if new < lo:
-        out = max(lo, floor)
-        return out, f"decrease limited to {max_decrease_ratio:g}x of {previous}: {out}"
-    if new > hi:
-        out = max(hi, floor)
-        return out, f"increase limited to {max_increase_ratio:g}x of {previous}: {out}"
+    low, high = (min(lo, seen[0]), max(hi, seen[1])) if seen else (lo, hi)
+    also = f" or the workload's own hourly peaks {seen[0]}-{seen[1]}" if seen else ""
+    if new < low:
+        out = max(low, floor)
+        return out, f"decrease limited to {max_decrease_ratio:g}x of {previous}{also}: {out}"
+    if new > high:
+        out = max(high, floor)
+        return out, f"increase limited to {max_increase_ratio:g}x of {previous}{also}: {out}"
+    if seen is not None and not lo <= new <= hi:
+        ratio = max_decrease_ratio if new < lo else max_increase_ratio
+        return new, f"beyond {ratio:g}x of {previous}, not limited: the workload's own hourly peaks spanned {seen[0]}-{seen[1]}"
     return new, None
+
+
+def hourly_peaks_range(y: pd.Series, now: pd.Timestamp, window: pd.Timedelta) -> tuple[float, float] | None:
+    """(lowest, highest) of the hourly maxima of `y` (UTC clock hours) in [now - window, now): the
+    levels a workload itself reached lately, which the change guardrail lets a target move within.
+    None without a finite sample there."""
+    lo, hi = y.index.searchsorted(now - window), y.index.searchsorted(now)
+    v = y.to_numpy(dtype=float)[lo:hi]
+    ok = np.isfinite(v)
+    if not ok.any():
+        return None
+    hour = np.asarray(pd.DatetimeIndex(y.index[lo:hi]).as_unit("s").asi8)[ok] // 3600
+    peaks = np.maximum.reduceat(v[ok], np.flatnonzero(np.r_[True, hour[1:] != hour[:-1]]))
+    return float(peaks.min()), float(peaks.max())
 
 
 def vpa_default_request(values: np.ndarray, ages_hours: np.ndarray, half_life_hours: float = 24.0,

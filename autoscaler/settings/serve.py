@@ -12,6 +12,7 @@ from autoscaler.settings.tide import TideSettings
 from contracts.annotations import NUMA_ANNOTATION
 from contracts.qos import QOS_ANNOTATION, RECLAIMED_MEMORY, RECLAIMED_MILLICPU
 from contracts.quantity import GIB, MIB
+from predictor.durations import parse_duration
 
 
 @dataclass
@@ -165,9 +166,22 @@ class GuardrailSettings:
     stale_after: str = "15m"  # history whose newest sample is older than this freezes all decisions
     max_decrease_ratio: float = 0.5  # a VPA target falls at most to half of the published one per step
     max_increase_ratio: float = 4.0  # ... and rises at most 4x (a broken forecast cannot ask for a node)
+    # ... or as far as the workload's own hourly peaks (per pod) of this past window reach: a level it
+    # reached itself is evidence, not a broken forecast. A tide wider than the ratios (a night at a tenth
+    # of the day's peak) is then followed hour by hour instead of in halvings and 4x steps: on the dev
+    # replay in place, 0.831 -> 0.813x the stock VPA's slack at equal violation, gap closed 0.387 -> 0.43
+    # (BENCHMARKS.md, "Tidal requests"). "" limits by the ratios alone
+    peaks_window: str = "7d"
     cooldown: str = "5m"  # an object is rewritten at most this often, except in the safe direction
     kill_switch_file: str | None = None  # writes only while this file says `run` (anything else stops them)
     min_history: str = "1h"  # a series with less history than this gets no decision
+
+    def check(self) -> None:
+        """InputError naming the first duration setting that is not a duration ("" turns peaks_window off)."""
+        for name in ("stale_after", "cooldown", "min_history", "peaks_window"):
+            value = getattr(self, name)
+            if name != "peaks_window" or value:
+                parse_duration(value, what=f"serve.guardrails.{name}")
 
 
 @dataclass

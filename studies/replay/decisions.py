@@ -18,7 +18,8 @@ import pandas as pd
 from autoscaler.logic.hpa import (Stabilizer, check_replica_scale, floor_demand, interpolate_quantile, level_ratio,
                                   predictive_min_replicas, simulate_reactive_hpa)
 from autoscaler.logic.choice_by_cost import describe_choice
-from autoscaler.logic.vpa import apply_updater, limit_change, recommend_resource, vpa_default_request
+from autoscaler.logic.vpa import (apply_updater, hourly_peaks_range, limit_change, recommend_resource,
+                                  vpa_default_request)
 from autoscaler.settings import GuardrailSettings, HpaSettings, VpaSettings
 from predictor.durations import to_timedelta
 from predictor.pipeline.forecasting import ForecastRequest, forecast_history
@@ -119,6 +120,7 @@ def replay_vpa_decisions(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, s
     guard = guard or GuardrailSettings()
     window, safe = to_timedelta(settings.window), to_timedelta(settings.safe_window)
     dwell, peak_window = to_timedelta(settings.min_dwell), to_timedelta(settings.memory_peak_window)
+    peaks_window = to_timedelta(guard.peaks_window) if guard.peaks_window else None
     unit = 1000.0 if resource == "cpu" else 1.0
     rows = []
     in_force: int | None = None
@@ -137,7 +139,8 @@ def replay_vpa_decisions(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, s
         raw = cand.value if cand else own
         rec = recommend_resource(fc, resource, 1, settings, int(window / STEP), max(1, int(safe / STEP)),
                                  memory_peak=peak, oom_memory=at_oom, raw_total=raw,
-                                 model_label=requests.label if own is not None and requests is not None else None)
+                                 model_label=requests.label if own is not None and requests is not None else None,
+                                 peaks=hourly_peaks_range(y, t, peaks_window) if peaks_window else None)
         if chose:
             describe_choice(rec, cand, chose)
         elif own is not None and requests is not None:
@@ -147,7 +150,7 @@ def replay_vpa_decisions(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, s
                        if settings.follow_bounds else (rec.target, None))
         if wanted != in_force:
             wanted, limited = limit_change(in_force, wanted, guard.max_decrease_ratio, guard.max_increase_ratio,
-                                           rec.floor)
+                                           rec.floor, rec.seen)
             why = "; ".join(w for w in (why, limited) if w)
             in_force, since = wanted, t
         reason = rec.reason.summary() + (f"; {why}" if why else "")

@@ -9,8 +9,10 @@ import copy
 import pandas as pd
 import pytest
 
+from autoscaler.logic.vpa import hourly_peaks_range
 from autoscaler.output.sinks import DryRunSink
 from autoscaler.routines.loop import OK, ServingLoop
+from contracts.quantity import usage_to_units
 from predictor import registry
 from predictor.history import History, history_from_frame
 from predictor.models.decision_time import DecisionTimeGBM
@@ -167,3 +169,25 @@ def test_a_new_days_plans_spread_over_runs_under_day_plans_per_run(tidal):
     for sid, ch in free.decision_time.tidal.plans.items():
         assert ch.why == plans[sid].why
         assert (ch.values is None and plans[sid].values is None) or (ch.values == plans[sid].values).all()
+
+
+def test_the_change_guardrail_reads_each_workloads_own_hourly_peaks_of_peaks_window(tidal):
+    """Every decision carries the range its change guardrail lets a target move within: the workload's
+    own hourly peaks over `guardrails.peaks_window`, per pod; an empty window leaves the ratios alone."""
+    c, hist, reg = tidal
+    objects = regimed(cluster_objects(c), "InPlaceOrRecreate")
+    past = hist.window(None, END - HOUR - STEP)
+    loop, _ = loop_on(objects, past, reg)
+    rep = loop.run_once()
+    now = past.end + STEP
+    for d in rep.vpa:
+        for ctr in d.containers:
+            for res, r in ctr.resources.items():
+                y = past.series[f"{d.namespace}/{d.target_kind}/{d.target_name}/{ctr.container}/{res}"]
+                lo, hi = hourly_peaks_range(y, now, pd.Timedelta("7D"))
+                assert r.seen == (usage_to_units(res, lo / d.replicas), usage_to_units(res, hi / d.replicas))
+                assert r.seen[0] < r.seen[1]  # a tide: the night's peaks below the day's
+    s = fast_settings()
+    s.guardrails.peaks_window = ""
+    off = ServingLoop(s, MemorySource(past), StaticCluster(objects), DryRunSink(), registry_dir=str(reg)).run_once()
+    assert all(r.seen is None for r in recs(off).values())

@@ -112,3 +112,12 @@ def test_serve_refuses_a_bad_vpa_setting_with_exit_2(tmp_path):
                    "--input", str(tmp_path / "history.parquet"))
     assert proc.returncode == 2 and "serve.vpa" in proc.stderr and "max_changes_per_day 0" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_serve_refuses_a_bad_peaks_window_with_exit_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("serve:\n  guardrails:\n    peaks_window: a week\n")
+    proc = run_cli("--config", str(bad), "serve", "--once", "--source", "file",
+                   "--input", str(tmp_path / "history.parquet"))
+    assert proc.returncode == 2 and "serve.guardrails.peaks_window" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

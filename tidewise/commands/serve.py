@@ -104,6 +104,9 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
         vpa.check()
     except ValueError as exc:
         raise InputError(f"config section 'serve.vpa': {exc}") from None
+    guardrails = settings_from(GuardrailSettings, section.get("guardrails"), "serve.guardrails",
+                               kill_switch_file=args.kill_switch)
+    guardrails.check()
     return ServeSettings(
         ui=serve_ui.ui_settings(args, section.get("ui")),
         select=_select(section.get("select")),
@@ -114,8 +117,7 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
         vpa=vpa,
         hpa=settings_from(HpaSettings, section.get("hpa"), "serve.hpa"),
         reclaim=settings_from(ReclaimSettings, section.get("reclaim"), "serve.reclaim"),
-        guardrails=settings_from(GuardrailSettings, section.get("guardrails"), "serve.guardrails",
-                                 kill_switch_file=args.kill_switch),
+        guardrails=guardrails,
         loop=settings_from(LoopSettings, section.get("loop"), "serve.loop", interval=args.interval, step=args.step,
                            forecast_model=args.model, registry_key_file=args.registry_key,
                            apply=True if args.apply else None),
