@@ -8,6 +8,7 @@ scales the workload on CPU utilisation, its target is rewritten with it to keep 
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -16,10 +17,12 @@ from autoscaler.features.base import DECIDE, ForecastNeed
 from autoscaler.logic.budget import budget_for, violation_rate
 from autoscaler.logic.choice_by_cost import CostLedger
 from autoscaler.logic.decide_vpa import VpaInputs, decide_vpa
+from autoscaler.logic.vpa import pod_peaks_range
 from autoscaler.model.cluster import ClusterState, meta
 from autoscaler.model.decisions import VpaDecision
 from autoscaler.logic.vpa_hpa import plan_scale_point
-from autoscaler.model.views import HpaView, VpaView, WorkloadKey, last_oom_kills, requests_in_force
+from autoscaler.model.views import (HpaView, VpaView, WorkloadKey, WorkloadSeries, last_oom_kills,
+                                   requests_in_force)
 from autoscaler.output.objects import Change, hpa_target_change, resource_recommend_change, vpa_change, vpa_undo
 from autoscaler.routines.change_policy import ChangePolicy
 from autoscaler.routines.context import RunContext, RunReport, decide_one, parse_duration
@@ -92,9 +95,8 @@ class VpaFeature:
         forecasts = ctx.forecasts if ctx.vpa_forecasts is None else ctx.vpa_forecasts
         budget, why = budget_for(vpa.budget_annotation(), s.violation_budget)
         d = decide_vpa(VpaInputs(vpa, wl, replicas, series, forecasts, ctx.history, ctx.now,
-                                 self.step, last_oom_kills(pods), self.ledger, budget, why, ctx.vpa_tidal,
-                                 self.peaks_window), s)
-        d = self.policy.limit(d, vpa, ctx.now)
+                                 self.step, last_oom_kills(pods), self.ledger, budget, why, ctx.vpa_tidal), s)
+        d = self.policy.limit(d, vpa, ctx.now, partial(self._peaks, series, replicas, ctx))
         in_force, source = requests_in_force(wl, pods)
         for c in d.containers:
             for res, rec in c.resources.items():
@@ -106,6 +108,15 @@ class VpaFeature:
                                         f" against {FROM[source]}")
         self._pair_hpa(d, vpa, ctx, in_force)
         return d
+
+    def _peaks(self, series: WorkloadSeries, replicas: int, ctx: RunContext, container: str,
+               res: str) -> tuple[int, int] | None:
+        """The workload's own hourly peaks per pod over `guardrails.peaks_window`, which the change
+        guardrail lets a target move within (None: the window is off or the series unknown)."""
+        y = ctx.history.series.get(series.by_container.get(container, {}).get(res, ""))
+        if self.peaks_window is None or y is None:
+            return None
+        return pod_peaks_range(y, ctx.now, self.peaks_window, replicas, res)
 
     def _pair_hpa(self, d: VpaDecision, vpa: VpaView, ctx: RunContext, in_force: dict[tuple[str, str], int]) -> None:
         """Keeps the scale point of an HPA scaling the workload on CPU utilisation when the CPU

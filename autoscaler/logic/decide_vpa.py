@@ -15,7 +15,7 @@ import pandas as pd
 
 from autoscaler.logic.choice_by_cost import CostLedger, candidates, choose_by_cost, describe_choice, serve_choice
 from autoscaler.logic.regime import regime
-from autoscaler.logic.vpa import container_policy, hourly_peaks_range, recommend_resource
+from autoscaler.logic.vpa import container_policy, recommend_resource
 from autoscaler.model.cluster import Obj, container_requests
 from contracts.quantity import to_units
 from autoscaler.model.decisions import ContainerRecommendation, ResourceRecommendation, VpaDecision
@@ -67,9 +67,6 @@ class VpaInputs:
     budget: float | None = None
     budget_why: str | None = None
     tidal: TidalRequests | None = None  # None: the forecast's window max serves (no hour-peak model)
-    # the window of the workload's own hourly peaks the change guardrail lets a target move within
-    # (guardrails.peaks_window; None: the ratios alone)
-    peaks_window: pd.Timedelta | None = None
 
 
 def _memory_at_oom(inp: VpaInputs, container: str, sid: str, since: pd.Timestamp) -> float | None:
@@ -130,10 +127,8 @@ def decide_vpa(inp: VpaInputs, settings: VpaSettings) -> VpaDecision:
             budget = settings.violation_budget if inp.budget is None else inp.budget
             own, not_own = inp.tidal.request(sid, how.in_place, budget) if inp.tidal and not cand else (None, "")
             raw = cand.value if cand else own.value if own else None
-            seen = hourly_peaks_range(inp.history.series[sid], inp.now, inp.peaks_window) if inp.peaks_window else None
             rec = recommend_resource(fc, res, inp.replicas, settings, window, safe, policy, memory_peak=peak,
-                                     model_label=own.label if own else label, oom_memory=oom, raw_total=raw,
-                                     peaks=seen)
+                                     model_label=own.label if own else label, oom_memory=oom, raw_total=raw)
             if why:
                 describe_choice(rec, cand, why)
             _describe_tidal(rec, own, not_own)

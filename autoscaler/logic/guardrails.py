@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import Mapping
+from functools import partial
+from typing import Callable, Mapping
 
 import pandas as pd
 
@@ -83,15 +84,19 @@ class Cooldown:
 
 
 def limit_vpa_decision(decision: VpaDecision, published: Mapping[tuple[str, str], int], vpa: Obj,
-                       max_decrease_ratio: float, max_increase_ratio: float) -> VpaDecision:
+                       max_decrease_ratio: float, max_increase_ratio: float,
+                       peaks: Callable[[str, str], tuple[int, int] | None] | None = None) -> VpaDecision:
     """The change guardrail as a post-processor: each target moves at most the allowed ratio from
-    what is published, or within the workload's own recent hourly peaks (`limit_change`), never above the container's maxAllowed; the bounds widen to
-    keep lower <= target <= upper and the reason names the step. Changes `decision` in place."""
+    what is published, or as far as `peaks(container, resource)`, the workload's own recent hourly
+    peaks per pod, reach (`limit_change`; read only where the ratios would limit), never above the
+    container's maxAllowed; the bounds widen to keep lower <= target <= upper and the reason names
+    the step. Changes `decision` in place."""
     for c in decision.containers:
         policy = container_policy(vpa, c.container)
         for res, rec in c.resources.items():
+            seen = partial(peaks, c.container, res) if peaks is not None else None
             limited, why = limit_change(published.get((c.container, res)), rec.target, max_decrease_ratio,
-                                        max_increase_ratio, floor=rec.floor, seen=rec.seen)
+                                        max_increase_ratio, floor=rec.floor, seen=seen)
             if why:
                 limited = min(limited, policy.max_allowed.get(res, limited))
                 rec.reason.steps.append(why)

@@ -17,7 +17,7 @@ day, up before the peak and down after.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -131,13 +131,11 @@ def recommend_resource(
     model_label: str | None = None,
     oom_memory: float | None = None,
     raw_total: float | None = None,
-    peaks: tuple[float, float] | None = None,
 ) -> ResourceRecommendation:
     """One container resource's recommendation; raises NonFiniteForecast on NaN forecasts.
     `memory_peak` and `oom_memory` (usage at the last OOM kill) are workload totals, like `fc`;
     `raw_total` (workload total) replaces the forecast's window max x margin as the raw target when
-    another recommender was chosen (`choice_by_cost`): floors, bounds and caps apply to it alike.
-    `peaks` (workload totals, `hourly_peaks_range`) become the recommendation's `seen` range, per pod."""
+    another recommender was chosen (`choice_by_cost`): floors, bounds and caps apply to it alike."""
     policy = policy or ContainerPolicy()
     replicas = max(1, int(replicas))
     grow = 1.0 + settings.margin
@@ -167,10 +165,8 @@ def recommend_resource(
     capped = cap(target)
     if capped != target:
         reason.steps.append(f"capped by resourcePolicy to {capped} (min {lo}, max {hi})")
-    seen = (usage_to_units(resource, peaks[0] / replicas), usage_to_units(resource, peaks[1] / replicas)) \
-        if peaks else None
     return ResourceRecommendation(resource, target=capped, lower=cap(lower), upper=cap(upper),
-                                  uncapped=uncapped, reason=reason, floor=cap(floor), seen=seen)
+                                  uncapped=uncapped, reason=reason, floor=cap(floor))
 
 
 def apply_updater(in_force: int | None, rec: ResourceRecommendation, dwelt: pd.Timedelta | None,
@@ -190,43 +186,54 @@ def apply_updater(in_force: int | None, rec: ResourceRecommendation, dwelt: pd.T
     return in_force, None
 
 
+PeakRange = Callable[[], "tuple[int, int] | None"]  # the workload's own hourly peaks, read on demand
+
+
 def limit_change(previous: int | None, new: int, max_decrease_ratio: float, max_increase_ratio: float,
-                 floor: int = 0, seen: tuple[int, int] | None = None) -> tuple[int, str | None]:
+                 floor: int = 0, seen: PeakRange | None = None) -> tuple[int, str | None]:
     """Guardrail: a published value moves at most by these ratios per step (never below `floor`),
-    or as far as `seen`, the range of the workload's own recent hourly peaks (`hourly_peaks_range`):
+    or as far as the range `seen()` gives, the workload's own recent hourly peaks (`pod_peaks_range`):
     a level the workload itself reached lately is evidence, not a broken forecast, so a tide wider
-    than the ratios is followed, not cut short. Returns (value, why it moved less than asked, or
-    further than the ratios alone allow; None when neither)."""
+    than the ratios is followed, not cut short. `seen` is called only when the ratios would limit.
+    Returns (value, why it moved less than asked, or further than the ratios alone allow; None when
+    neither)."""
     if previous is None or previous <= 0:
         return new, None
     lo = int(np.ceil(previous * max_decrease_ratio))
     hi = int(np.floor(previous * max_increase_ratio))
-    low, high = (min(lo, seen[0]), max(hi, seen[1])) if seen else (lo, hi)
-    also = f" or the workload's own hourly peaks {seen[0]}-{seen[1]}" if seen else ""
+    if lo <= new <= hi:
+        return new, None
+    span = seen() if seen is not None else None
+    low, high = (min(lo, span[0]), max(hi, span[1])) if span else (lo, hi)
+    if span and low <= new <= high:
+        ratio = max_decrease_ratio if new < lo else max_increase_ratio
+        return new, (f"beyond {ratio:g}x of {previous}, not limited: the workload's own hourly peaks spanned "
+                     f"{span[0]}-{span[1]}")
+    also = f" or the workload's own hourly peaks {span[0]}-{span[1]}" if span else ""
     if new < low:
         out = max(low, floor)
         return out, f"decrease limited to {max_decrease_ratio:g}x of {previous}{also}: {out}"
-    if new > high:
-        out = max(high, floor)
-        return out, f"increase limited to {max_increase_ratio:g}x of {previous}{also}: {out}"
-    if seen is not None and not lo <= new <= hi:
-        ratio = max_decrease_ratio if new < lo else max_increase_ratio
-        return new, f"beyond {ratio:g}x of {previous}, not limited: the workload's own hourly peaks spanned {seen[0]}-{seen[1]}"
-    return new, None
+    out = max(high, floor)
+    return out, f"increase limited to {max_increase_ratio:g}x of {previous}{also}: {out}"
 
 
-def hourly_peaks_range(y: pd.Series, now: pd.Timestamp, window: pd.Timedelta) -> tuple[float, float] | None:
-    """(lowest, highest) of the hourly maxima of `y` (UTC clock hours) in [now - window, now): the
-    levels a workload itself reached lately, which the change guardrail lets a target move within.
-    None without a finite sample there."""
-    lo, hi = y.index.searchsorted(now - window), y.index.searchsorted(now)
+def pod_peaks_range(y: pd.Series, now: pd.Timestamp, window: pd.Timedelta, replicas: int,
+                    resource: str) -> tuple[int, int] | None:
+    """(lowest, highest) of the hourly maxima (UTC clock hours) of `y`, a workload's total usage, in
+    [now - window, now), per pod of `replicas`, in units: the levels the workload itself reached
+    lately, which the change guardrail lets a target move within. None without a finite sample."""
+    idx = y.index
+    tick = pd.Timedelta(1, unit=idx.unit)
+    ticks = idx.asi8
+    end = int(pd.Timestamp(now).as_unit(idx.unit).asm8.view("i8"))
+    lo, hi = np.searchsorted(ticks, [end - window // tick, end])
     v = y.to_numpy(dtype=float)[lo:hi]
     ok = np.isfinite(v)
     if not ok.any():
         return None
-    hour = np.asarray(pd.DatetimeIndex(y.index[lo:hi]).as_unit("s").asi8)[ok] // 3600
-    peaks = np.maximum.reduceat(v[ok], np.flatnonzero(np.r_[True, hour[1:] != hour[:-1]]))
-    return float(peaks.min()), float(peaks.max())
+    hour = ticks[lo:hi][ok] // (pd.Timedelta("1h") // tick)
+    peaks = np.maximum.reduceat(v[ok], np.flatnonzero(np.r_[True, hour[1:] != hour[:-1]])) / max(1, int(replicas))
+    return usage_to_units(resource, float(peaks.min())), usage_to_units(resource, float(peaks.max()))
 
 
 def vpa_default_request(values: np.ndarray, ages_hours: np.ndarray, half_life_hours: float = 24.0,

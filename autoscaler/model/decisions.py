@@ -36,9 +36,6 @@ class ResourceRecommendation:
     uncapped: int  # target before the VPA's minAllowed/maxAllowed
     reason: Reason
     floor: int = 0  # the lowest target allowed (stock minimum, memory peak of the last day)
-    # per pod, the lowest and highest of the workload's own hourly peaks lately (guardrails.peaks_window):
-    # the change guardrail lets a target move within them beyond its ratios (None: not known)
-    seen: tuple[int, int] | None = None
     regime: str = "restart"  # how a change reaches the pod: "in-place" or "restart" (logic/regime.py)
     after_oom: bool = False  # an OOM kill inside the memory window raised it (may pass the restart limit)
     budget: float = 0.05  # the violation budget in force (share of 5-minute steps over the request)

@@ -1,7 +1,8 @@
 """What may be written, decided in one place (issue 23): every feature's changes pass through it.
 
 - change limit: a VPA target moves at most `guardrails.max_decrease_ratio` / `max_increase_ratio`
-  from what is published (applied to the decision, so its reason names the step);
+  from what is published, or as far as the workload's own hourly peaks of `guardrails.peaks_window`
+  reach (applied to the decision, so its reason names the step);
 - restart regime: a container resource whose change restarts a pod (`logic/regime.py`) changes its
   written target at most `vpa.max_changes_per_day` times in any 24 h (this policy remembers when each
   written target changed); in place it may change every run;
@@ -19,7 +20,7 @@ the two rules that apply to them: selection (`why_not`) and the kill switch (`st
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
@@ -70,11 +71,13 @@ class ChangePolicy:
         """The VPA's targets as published: what this loop last wrote (fresher than a read), else its status."""
         return self.memory.vpa_written.get(vpa.key) or vpa.published()
 
-    def limit(self, decision: VpaDecision, vpa: VpaView, now: pd.Timestamp) -> VpaDecision:
-        """The change limit, from what is published, then the restart regime's changes a day."""
+    def limit(self, decision: VpaDecision, vpa: VpaView, now: pd.Timestamp,
+              peaks: Callable[[str, str], tuple[int, int] | None] | None = None) -> VpaDecision:
+        """The change limit, from what is published (as far as `peaks`, the workload's own hourly
+        peaks per pod of a container resource, reach), then the restart regime's changes a day."""
         g = self.settings.guardrails
         published = self.published(vpa)
-        limit_vpa_decision(decision, published, vpa.obj, g.max_decrease_ratio, g.max_increase_ratio)
+        limit_vpa_decision(decision, published, vpa.obj, g.max_decrease_ratio, g.max_increase_ratio, peaks)
         for c in decision.containers:
             for res, rec in c.resources.items():
                 if rec.regime != RESTART:

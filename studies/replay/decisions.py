@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable, Protocol
 
 import numpy as np
@@ -18,7 +19,7 @@ import pandas as pd
 from autoscaler.logic.hpa import (Stabilizer, check_replica_scale, floor_demand, interpolate_quantile, level_ratio,
                                   predictive_min_replicas, simulate_reactive_hpa)
 from autoscaler.logic.choice_by_cost import describe_choice
-from autoscaler.logic.vpa import (apply_updater, hourly_peaks_range, limit_change, recommend_resource,
+from autoscaler.logic.vpa import (apply_updater, limit_change, pod_peaks_range, recommend_resource,
                                   vpa_default_request)
 from autoscaler.settings import GuardrailSettings, HpaSettings, VpaSettings
 from predictor.durations import to_timedelta
@@ -132,6 +133,7 @@ def replay_vpa_decisions(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, s
     if requests is not None:
         requests.warm_up(y, start)
     for t in pd.date_range(start, end, freq=every, inclusive="left"):
+        seen = partial(pod_peaks_range, y, t, peaks_window, 1, resource) if peaks_window else None
         fc = forecaster.forecast(y, t, horizon)
         peak, at_oom = _memory_floors(y, oom, t, peak_window) if resource == "memory" else (None, None)
         cand, chose = chooser.pick(y, t, fc) if chooser is not None else (None, None)
@@ -139,8 +141,7 @@ def replay_vpa_decisions(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, s
         raw = cand.value if cand else own
         rec = recommend_resource(fc, resource, 1, settings, int(window / STEP), max(1, int(safe / STEP)),
                                  memory_peak=peak, oom_memory=at_oom, raw_total=raw,
-                                 model_label=requests.label if own is not None and requests is not None else None,
-                                 peaks=hourly_peaks_range(y, t, peaks_window) if peaks_window else None)
+                                 model_label=requests.label if own is not None and requests is not None else None)
         if chose:
             describe_choice(rec, cand, chose)
         elif own is not None and requests is not None:
@@ -150,7 +151,7 @@ def replay_vpa_decisions(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, s
                        if settings.follow_bounds else (rec.target, None))
         if wanted != in_force:
             wanted, limited = limit_change(in_force, wanted, guard.max_decrease_ratio, guard.max_increase_ratio,
-                                           rec.floor, rec.seen)
+                                           rec.floor, seen)
             why = "; ".join(w for w in (why, limited) if w)
             in_force, since = wanted, t
         reason = rec.reason.summary() + (f"; {why}" if why else "")

@@ -9,6 +9,7 @@ from autoscaler.logic.decide_node import NodeInputs, decide_node
 from autoscaler.logic.decide_vpa import VpaInputs, decide_vpa
 from autoscaler.logic.guardrails import limit_vpa_decision
 from autoscaler.logic.hpa import Stabilizer
+from autoscaler.logic.vpa import pod_peaks_range
 from autoscaler.model.views import HpaView, MalformedHpa, NodeView, PodView, VpaView, WorkloadSeries
 from autoscaler.settings import HpaSettings, ReclaimSettings, VpaSettings
 from predictor.history import History
@@ -66,17 +67,18 @@ def test_the_guardrail_leaves_a_decision_with_nothing_published_alone_and_respec
 def test_the_guardrail_follows_a_tide_within_the_workloads_own_hourly_peaks():
     # a day at 4 cores and a night at 0.2 (2 replicas: 2000m and 100m a pod); the forecast says night
     day = pd.date_range(NOW - pd.Timedelta("1D"), NOW - STEP, freq=STEP)
-    tide = History({SID: pd.Series(np.where(day.hour < 12, 4.0, 0.2), index=day)}, STEP)
+    tide = pd.Series(np.where(day.hour < 12, 4.0, 0.2), index=day)
 
     def decided(window, cores, published):
-        d = decide_vpa(VpaInputs(VpaView(vpa()), WORKLOAD, 2, SERIES, {SID: flat(cores)}, tide, NOW, STEP,
-                                 peaks_window=window), VpaSettings(margin=0.0))
-        return limit_vpa_decision(d, {("app", "cpu"): published}, vpa(), 0.5, 4.0).containers[0].resources["cpu"]
+        d = decide_vpa(VpaInputs(VpaView(vpa()), WORKLOAD, 2, SERIES, {SID: flat(cores)}, History({SID: tide}, STEP),
+                                 NOW, STEP), VpaSettings(margin=0.0))
+        peaks = (lambda c, r: pod_peaks_range(tide, NOW, window, 2, r)) if window is not None else None
+        return limit_vpa_decision(d, {("app", "cpu"): published}, vpa(), 0.5, 4.0, peaks).containers[0].resources["cpu"]
 
     rec = decided(pd.Timedelta("1D"), 0.2, 2000)
-    assert rec.seen == (100, 2000) and rec.target == 100  # a level the workload reached: no halving
+    assert rec.target == 100  # a level the workload reached: no halving
     assert rec.reason.steps[-1] == "beyond 0.5x of 2000, not limited: the workload's own hourly peaks spanned 100-2000"
-    assert decided(None, 0.2, 2000).target == 1000  # without the window: the ratio alone
+    assert decided(None, 0.2, 2000).target == 1000  # without the range: the ratio alone
     assert decided(pd.Timedelta("1D"), 4.0, 100).target == 2000  # and back up to the day's level at once
     assert decided(pd.Timedelta("2h"), 4.0, 100).target == 400  # the last 2 h saw only the night: 4x at most
 

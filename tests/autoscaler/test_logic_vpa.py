@@ -3,8 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autoscaler.logic.vpa import (ContainerPolicy, NonFiniteForecast, container_policy, hourly_peaks_range,
-                                  limit_change, recommend_resource, vpa_default_request)
+from autoscaler.logic.vpa import (ContainerPolicy, NonFiniteForecast, container_policy, limit_change,
+                                  pod_peaks_range, recommend_resource, vpa_default_request)
 from autoscaler.settings import VpaSettings
 from predictor.types import Forecast
 
@@ -94,28 +94,33 @@ def test_limit_change_bounds_each_step():
 
 
 def test_limit_change_lets_a_target_move_as_far_as_the_workloads_own_hourly_peaks():
+    def seen():
+        return 90, 2100
     # a night at 100m after a day at 2000m: the ratios alone would halve 2000 -> 1000 -> 500 -> 250 -> 125
-    assert limit_change(2000, 100, 0.5, 4.0, seen=(90, 2100)) == (
+    assert limit_change(2000, 100, 0.5, 4.0, seen=seen) == (
         100, "beyond 0.5x of 2000, not limited: the workload's own hourly peaks spanned 90-2100")
-    assert limit_change(100, 2000, 0.5, 4.0, seen=(90, 2100))[0] == 2000  # and back up at dawn
+    assert limit_change(100, 2000, 0.5, 4.0, seen=seen)[0] == 2000  # and back up at dawn
     # beyond both, the wider of the two is the limit, and the reason names both
-    assert limit_change(2000, 50, 0.5, 4.0, seen=(90, 2100)) == (
+    assert limit_change(2000, 50, 0.5, 4.0, seen=seen) == (
         90, "decrease limited to 0.5x of 2000 or the workload's own hourly peaks 90-2100: 90")
-    assert limit_change(100, 9000, 0.5, 4.0, seen=(90, 2100))[0] == 2100
-    assert limit_change(1000, 9000, 0.5, 4.0, seen=(90, 2100))[0] == 4000  # the ratio reaches further
-    # inside the ratios the range changes nothing; a floor still wins
-    assert limit_change(1000, 900, 0.5, 4.0, seen=(90, 2100)) == (900, None)
-    assert limit_change(2000, 50, 0.5, 4.0, floor=300, seen=(90, 2100))[0] == 300
+    assert limit_change(100, 9000, 0.5, 4.0, seen=seen)[0] == 2100
+    assert limit_change(1000, 9000, 0.5, 4.0, seen=seen)[0] == 4000  # the ratio reaches further
+    assert limit_change(2000, 50, 0.5, 4.0, floor=300, seen=seen)[0] == 300  # a floor still wins
+    assert limit_change(2000, 100, 0.5, 4.0, seen=lambda: None)[0] == 1000  # no range known: the ratios
+    # inside the ratios the range is not even read (serve reads it for the few targets that need it)
+    assert limit_change(1000, 900, 0.5, 4.0, seen=lambda: 1 / 0) == (900, None)
 
 
-def test_hourly_peaks_range_is_the_lowest_and_highest_clock_hour_maximum_of_the_window():
-    idx = pd.date_range("2026-11-01", periods=36, freq="5min", tz="UTC")  # three clock hours
-    y = pd.Series([1.0] * 12 + [5.0] * 6 + [2.0] * 6 + [3.0] * 11 + [np.nan], index=idx)
-    now = idx[-1] + pd.Timedelta("5min")
-    assert hourly_peaks_range(y, now, pd.Timedelta("3h")) == (1.0, 5.0)
-    assert hourly_peaks_range(y, now, pd.Timedelta("2h")) == (3.0, 5.0)  # the first hour is outside
-    assert hourly_peaks_range(y, idx[0], pd.Timedelta("3h")) is None  # nothing before now
-    assert hourly_peaks_range(y.iloc[-1:], now, pd.Timedelta("3h")) is None  # nothing finite
+def test_pod_peaks_range_is_the_lowest_and_highest_clock_hour_maximum_per_pod_in_units():
+    for unit in ("ns", "us", "s"):
+        idx = pd.date_range("2026-11-01", periods=36, freq="5min", tz="UTC").as_unit(unit)  # three clock hours
+        y = pd.Series([1.0] * 12 + [5.0] * 6 + [2.0] * 6 + [3.0] * 11 + [np.nan], index=idx)
+        now = idx[-1] + pd.Timedelta("5min")
+        assert pod_peaks_range(y, now, pd.Timedelta("3h"), 2, "cpu") == (500, 2500)  # cores / 2 pods, millicpu
+        assert pod_peaks_range(y, now, pd.Timedelta("2h"), 1, "memory") == (3, 5)  # the first hour is outside
+        assert pod_peaks_range(y, idx[13], pd.Timedelta("3h"), 1, "cpu") == (1000, 5000)  # before now only
+        assert pod_peaks_range(y, idx[0], pd.Timedelta("3h"), 1, "cpu") is None  # nothing before now
+        assert pod_peaks_range(y.iloc[-1:], now, pd.Timedelta("3h"), 1, "cpu") is None  # nothing finite
 
 
 def test_vpa_default_is_decaying_p90_plus_15_percent():

@@ -340,10 +340,14 @@ def test_vpa_decrease_is_limited_per_step(objects, history):
                and not o["spec"].get("resourcePolicy", {}).get("containerPolicies", [{}])[0].get("controlledResources"))
     vpa["status"] = {"recommendation": {"containerRecommendations": [
         {"containerName": "app", "target": {"cpu": "15", "memory": "60Gi"}}]}}
-    rep = loop_for(objects, history).run_once()
+    s = fast_settings()
+    s.guardrails.peaks_window = ""  # the ratios alone (the workload's own peaks would let it fall further)
+    rep = loop_for(objects, history, settings=s).run_once()
     d = next(d for d in rep.vpa if d.name == vpa["metadata"]["name"])
     assert d.containers[0].resources["cpu"].target == 7500  # half of 15 cores, not the forecast
     assert "decrease limited" in d.containers[0].resources["cpu"].reason.summary()
+    d = next(d for d in loop_for(objects, history).run_once().vpa if d.name == vpa["metadata"]["name"])
+    assert d.containers[0].resources["cpu"].target < 7500  # by default: as low as the workload's hourly peaks
 
 
 def test_katalyst_objects_validate_against_their_crds(objects, history, tmp_path):

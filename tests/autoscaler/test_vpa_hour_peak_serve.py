@@ -9,10 +9,9 @@ import copy
 import pandas as pd
 import pytest
 
-from autoscaler.logic.vpa import hourly_peaks_range
+from autoscaler.logic.vpa import pod_peaks_range
 from autoscaler.output.sinks import DryRunSink
 from autoscaler.routines.loop import OK, ServingLoop
-from contracts.quantity import usage_to_units
 from predictor import registry
 from predictor.history import History, history_from_frame
 from predictor.models.decision_time import DecisionTimeGBM
@@ -171,23 +170,32 @@ def test_a_new_days_plans_spread_over_runs_under_day_plans_per_run(tidal):
         assert (ch.values is None and plans[sid].values is None) or (ch.values == plans[sid].values).all()
 
 
-def test_the_change_guardrail_reads_each_workloads_own_hourly_peaks_of_peaks_window(tidal):
-    """Every decision carries the range its change guardrail lets a target move within: the workload's
-    own hourly peaks over `guardrails.peaks_window`, per pod; an empty window leaves the ratios alone."""
+def test_the_change_guardrail_lets_a_target_fall_within_the_workloads_own_hourly_peaks(tidal):
+    """Published requests 20x what the workloads use: the ratios alone would halve them each run; the
+    guardrail lets each target fall at once to a level its workload's own hourly peaks of
+    `guardrails.peaks_window` reached, and says so. An empty window limits by the ratios alone."""
     c, hist, reg = tidal
     objects = regimed(cluster_objects(c), "InPlaceOrRecreate")
     past = hist.window(None, END - HOUR - STEP)
-    loop, _ = loop_on(objects, past, reg)
-    rep = loop.run_once()
+    wanted = recs(loop_on(objects, past, reg)[0].run_once())
+    published: dict[str, dict[str, dict[str, str]]] = {}
+    for (key, ctr, res), r in wanted.items():
+        published.setdefault(key, {}).setdefault(ctr, {})[res] = f"{20 * r.target}m" if res == "cpu" else str(20 * r.target)
+    for o in objects:
+        key = f"{o['kind']}/{o['metadata'].get('namespace')}/{o['metadata']['name']}"
+        if key in published:
+            o["status"] = {"recommendation": {"containerRecommendations": [
+                {"containerName": ctr, "target": t} for ctr, t in published[key].items()]}}
     now = past.end + STEP
-    for d in rep.vpa:
-        for ctr in d.containers:
-            for res, r in ctr.resources.items():
-                y = past.series[f"{d.namespace}/{d.target_kind}/{d.target_name}/{ctr.container}/{res}"]
-                lo, hi = hourly_peaks_range(y, now, pd.Timedelta("7D"))
-                assert r.seen == (usage_to_units(res, lo / d.replicas), usage_to_units(res, hi / d.replicas))
-                assert r.seen[0] < r.seen[1]  # a tide: the night's peaks below the day's
+    for (key, ctr, res), r in recs(loop_on(objects, past, reg)[0].run_once()).items():
+        _, ns, name = key.split("/")
+        replicas = next(w.replicas for w in c.workloads if w.name == name)
+        low, _ = pod_peaks_range(past.series[f"{ns}/Deployment/{name}/{ctr}/{res}"], now, pd.Timedelta("7D"), replicas, res)
+        assert r.target == max(wanted[(key, ctr, res)].target, low) < 10 * wanted[(key, ctr, res)].target
+        assert any("the workload's own hourly peaks" in step for step in r.reason.steps), r.reason.steps
     s = fast_settings()
+    s.loop.forecast_refresh = None
     s.guardrails.peaks_window = ""
-    off = ServingLoop(s, MemorySource(past), StaticCluster(objects), DryRunSink(), registry_dir=str(reg)).run_once()
-    assert all(r.seen is None for r in recs(off).values())
+    ratios = ServingLoop(s, MemorySource(past), StaticCluster(objects), DryRunSink(), registry_dir=str(reg))
+    for (key, ctr, res), r in recs(ratios.run_once()).items():
+        assert r.target == 10 * wanted[(key, ctr, res)].target  # half of the published, no further
