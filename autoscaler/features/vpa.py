@@ -96,7 +96,8 @@ class VpaFeature:
         budget, why = budget_for(vpa.budget_annotation(), s.violation_budget)
         d = decide_vpa(VpaInputs(vpa, wl, replicas, series, forecasts, ctx.history, ctx.now,
                                  self.step, last_oom_kills(pods), self.ledger, budget, why, ctx.vpa_tidal), s)
-        d = self.policy.limit(d, vpa, ctx.now, partial(self._peaks, series, replicas, ctx))
+        peaks = partial(self._peaks, series, replicas, ctx) if self.peaks_window is not None else None
+        d = self.policy.limit(d, vpa, ctx.now, peaks)
         in_force, source = requests_in_force(wl, pods)
         for c in d.containers:
             for res, rec in c.resources.items():
@@ -112,9 +113,9 @@ class VpaFeature:
     def _peaks(self, series: WorkloadSeries, replicas: int, ctx: RunContext, container: str,
                res: str) -> tuple[int, int] | None:
         """The workload's own hourly peaks per pod over `guardrails.peaks_window`, which the change
-        guardrail lets a target move within (None: the window is off or the series unknown)."""
+        guardrail lets a target move within (None: the series unknown)."""
         y = ctx.history.series.get(series.by_container.get(container, {}).get(res, ""))
-        if self.peaks_window is None or y is None:
+        if y is None or self.peaks_window is None:
             return None
         return pod_peaks_range(y, ctx.now, self.peaks_window, replicas, res)
 

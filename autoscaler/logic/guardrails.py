@@ -6,11 +6,11 @@ import os
 import stat
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable, Mapping
+from typing import Mapping
 
 import pandas as pd
 
-from autoscaler.logic.vpa import container_policy, limit_change
+from autoscaler.logic.vpa import PodPeaks, container_policy, limit_change
 from autoscaler.model.cluster import Obj
 from autoscaler.model.decisions import VpaDecision
 
@@ -85,7 +85,7 @@ class Cooldown:
 
 def limit_vpa_decision(decision: VpaDecision, published: Mapping[tuple[str, str], int], vpa: Obj,
                        max_decrease_ratio: float, max_increase_ratio: float,
-                       peaks: Callable[[str, str], tuple[int, int] | None] | None = None) -> VpaDecision:
+                       peaks: PodPeaks | None = None) -> VpaDecision:
     """The change guardrail as a post-processor: each target moves at most the allowed ratio from
     what is published, or as far as `peaks(container, resource)`, the workload's own recent hourly
     peaks per pod, reach (`limit_change`; read only where the ratios would limit), never above the

@@ -187,6 +187,8 @@ def apply_updater(in_force: int | None, rec: ResourceRecommendation, dwelt: pd.T
 
 
 PeakRange = Callable[[], "tuple[int, int] | None"]  # the workload's own hourly peaks, read on demand
+# ... of a container resource (container, resource): the change guardrail's range for a whole decision
+PodPeaks = Callable[[str, str], "tuple[int, int] | None"]
 
 
 def limit_change(previous: int | None, new: int, max_decrease_ratio: float, max_increase_ratio: float,
@@ -217,6 +219,19 @@ def limit_change(previous: int | None, new: int, max_decrease_ratio: float, max_
     return out, f"increase limited to {max_increase_ratio:g}x of {previous}{also}: {out}"
 
 
+def hourly_maxima(t: np.ndarray, v: np.ndarray, per_hour: int) -> tuple[np.ndarray, np.ndarray]:
+    """Maxima of `v` (one column per line, or 1-D) over the clock hours of the ascending integer times
+    `t` (`per_hour` of them an hour), NaNs ignored; hours without a finite value in every column
+    dropped. Returns (each hour's start, in t's units; its maxima)."""
+    if len(t) == 0:
+        return t, v
+    hours = t // per_hour
+    starts = np.flatnonzero(np.r_[True, hours[1:] != hours[:-1]])
+    peak = np.fmax.reduceat(v, starts, axis=0)
+    keep = np.isfinite(peak).all(axis=1) if peak.ndim > 1 else np.isfinite(peak)
+    return (hours[starts] * per_hour)[keep], peak[keep]
+
+
 def pod_peaks_range(y: pd.Series, now: pd.Timestamp, window: pd.Timedelta, replicas: int,
                     resource: str) -> tuple[int, int] | None:
     """(lowest, highest) of the hourly maxima (UTC clock hours) of `y`, a workload's total usage, in
@@ -227,13 +242,11 @@ def pod_peaks_range(y: pd.Series, now: pd.Timestamp, window: pd.Timedelta, repli
     ticks = idx.asi8
     end = int(pd.Timestamp(now).as_unit(idx.unit).asm8.view("i8"))
     lo, hi = np.searchsorted(ticks, [end - window // tick, end])
-    v = y.to_numpy(dtype=float)[lo:hi]
-    ok = np.isfinite(v)
-    if not ok.any():
+    _, peaks = hourly_maxima(ticks[lo:hi], y.to_numpy(dtype=float)[lo:hi], pd.Timedelta("1h") // tick)
+    if not len(peaks):
         return None
-    hour = ticks[lo:hi][ok] // (pd.Timedelta("1h") // tick)
-    peaks = np.maximum.reduceat(v[ok], np.flatnonzero(np.r_[True, hour[1:] != hour[:-1]])) / max(1, int(replicas))
-    return usage_to_units(resource, float(peaks.min())), usage_to_units(resource, float(peaks.max()))
+    pods = max(1, int(replicas))
+    return usage_to_units(resource, float(peaks.min()) / pods), usage_to_units(resource, float(peaks.max()) / pods)
 
 
 def vpa_default_request(values: np.ndarray, ages_hours: np.ndarray, half_life_hours: float = 24.0,

@@ -20,12 +20,13 @@ the two rules that apply to them: selection (`why_not`) and the kill switch (`st
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import pandas as pd
 
 from autoscaler.logic.guardrails import Cooldown, limit_vpa_decision, read_kill_switch
 from autoscaler.logic.regime import DAY, RESTART, restart_limit
+from autoscaler.logic.vpa import PodPeaks
 from autoscaler.model.cluster import ClusterState, meta
 from autoscaler.model.decisions import VpaDecision
 from autoscaler.model.views import VpaView
@@ -72,7 +73,7 @@ class ChangePolicy:
         return self.memory.vpa_written.get(vpa.key) or vpa.published()
 
     def limit(self, decision: VpaDecision, vpa: VpaView, now: pd.Timestamp,
-              peaks: Callable[[str, str], tuple[int, int] | None] | None = None) -> VpaDecision:
+              peaks: PodPeaks | None = None) -> VpaDecision:
         """The change limit, from what is published (as far as `peaks`, the workload's own hourly
         peaks per pod of a container resource, reach), then the restart regime's changes a day."""
         g = self.settings.guardrails

@@ -13,6 +13,7 @@ from typing import Callable
 
 import numpy as np
 
+from autoscaler.logic.vpa import hourly_maxima
 from autoscaler.ui.snapshot import PER_UNIT, UNIT, ChartInputs
 from contracts.quantity import GIB
 
@@ -34,17 +35,6 @@ class Chart:
     now: float
 
 
-def _hourly(t: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Hourly maxima of (t, v) (v: one column per line), NaNs ignored; hours without a value dropped."""
-    if len(t) == 0:
-        return t, v
-    hours = t // HOUR
-    starts = np.flatnonzero(np.r_[True, hours[1:] != hours[:-1]])
-    peak = np.fmax.reduceat(v, starts, axis=0)
-    keep = np.isfinite(peak).all(axis=1) if peak.ndim > 1 else np.isfinite(peak)
-    return (hours[starts] * HOUR)[keep], peak[keep]
-
-
 def chart(inputs: ChartInputs, key: str, container: str, resource: str, replicas: int,
           request: int | None, target: int) -> Chart | None:
     """The plot of one container resource of workload `key`; None when the run had no series for it."""
@@ -57,7 +47,7 @@ def chart(inputs: ChartInputs, key: str, container: str, resource: str, replicas
     y = inputs.history.series[sid]
     t = y.index.asi8 // 10**9
     lo, hi = np.searchsorted(t, now - WEEK, side="right"), np.searchsorted(t, now, side="right")
-    pt, pv = _hourly(t[lo:hi], y.to_numpy(dtype=float)[lo:hi] / pods / per_unit)
+    pt, pv = hourly_maxima(t[lo:hi], y.to_numpy(dtype=float)[lo:hi] / pods / per_unit, HOUR)
     future: list[tuple[float, float, float, float]] = []
     band = ""
     fc = inputs.forecasts.get(sid)
@@ -66,7 +56,7 @@ def chart(inputs: ChartInputs, key: str, container: str, resource: str, replicas
         sel = (ft >= now - HOUR) & (ft <= now + DAY)
         mid = int(np.argmin([abs(q - 0.5) for q in fc.quantiles]))
         cols = np.asarray(fc.values, dtype=float)[sel][:, [0, mid, len(fc.quantiles) - 1]] / pods / per_unit
-        ht, hv = _hourly(ft[sel], cols)
+        ht, hv = hourly_maxima(ft[sel], cols, HOUR)
         future = [(float(a), float(b[0]), float(b[1]), float(b[2])) for a, b in zip(ht, hv)]
         band = f"q{fc.quantiles[0]:g}-q{fc.quantiles[-1]:g}"
     return Chart(resource, UNIT[resource], [(float(a), float(b)) for a, b in zip(pt, pv)],

@@ -133,7 +133,6 @@ def replay_vpa_decisions(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, s
     if requests is not None:
         requests.warm_up(y, start)
     for t in pd.date_range(start, end, freq=every, inclusive="left"):
-        seen = partial(pod_peaks_range, y, t, peaks_window, 1, resource) if peaks_window else None
         fc = forecaster.forecast(y, t, horizon)
         peak, at_oom = _memory_floors(y, oom, t, peak_window) if resource == "memory" else (None, None)
         cand, chose = chooser.pick(y, t, fc) if chooser is not None else (None, None)
@@ -150,6 +149,7 @@ def replay_vpa_decisions(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, s
         wanted, why = (apply_updater(in_force, rec, None if since is None else t - since, dwell)
                        if settings.follow_bounds else (rec.target, None))
         if wanted != in_force:
+            seen = partial(pod_peaks_range, y, t, peaks_window, 1, resource) if peaks_window else None
             wanted, limited = limit_change(in_force, wanted, guard.max_decrease_ratio, guard.max_increase_ratio,
                                            rec.floor, seen)
             why = "; ".join(w for w in (why, limited) if w)
