@@ -112,6 +112,12 @@ def epoch_ns(index: pd.DatetimeIndex | pd.Series) -> np.ndarray:
     return (idx if idx.unit == "ns" else idx.as_unit("ns")).asi8
 
 
+def position(index: pd.DatetimeIndex, t: pd.Timestamp, side: str = "left") -> int:
+    """`index.searchsorted(t, side)` of a sorted index, by int64 nanoseconds: a pandas search boxes the
+    timestamp (~10 us; the serving loop makes ~100,000 of them a run at 10,000 workloads)."""
+    return int(np.searchsorted(epoch_ns(index), pd.Timestamp(t).value, side))  # type: ignore[call-overload]
+
+
 def grid(start: pd.Timestamp, periods: int, step: pd.Timedelta) -> pd.DatetimeIndex:
     """`pd.date_range(start, periods=periods, freq=step)`, one shared object per grid: indexes are
     immutable, and a serving run's forecasts (20,000 of them, kept between runs) mostly start at the

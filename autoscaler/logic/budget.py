@@ -13,6 +13,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from predictor.timestamps import position
+
 MAX_BUDGET = 0.5  # above half the steps over the request, a "request" no longer describes the need
 RATE_WINDOW = pd.Timedelta(hours=24)
 
@@ -46,7 +48,7 @@ def violation_rate(usage_total: pd.Series, replicas: int, request_units: int | N
     if not request_units or request_units <= 0:
         return None
     idx = usage_total.index  # sorted: two binary searches, not two masks over 8 days (10,000 workloads a run)
-    lo, hi = idx.searchsorted(now - RATE_WINDOW, side="right"), idx.searchsorted(now, side="right")
+    lo, hi = position(idx, now - RATE_WINDOW, side="right"), position(idx, now, side="right")
     recent = usage_total.to_numpy(dtype=float)[lo:hi]
     recent = recent[np.isfinite(recent)]
     if len(recent) == 0:

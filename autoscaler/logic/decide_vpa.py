@@ -23,6 +23,7 @@ from autoscaler.model.views import VpaView, WorkloadSeries
 from autoscaler.settings import VpaSettings
 from predictor.durations import parse_duration
 from predictor.history import History
+from predictor.timestamps import position
 from predictor.types import Forecast
 
 
@@ -84,7 +85,7 @@ def _memory_at_oom(inp: VpaInputs, container: str, sid: str, since: pd.Timestamp
 
 
 def _memory_peak(y: pd.Series, since: pd.Timestamp) -> float | None:
-    recent = y.to_numpy()[y.index.searchsorted(since):]
+    recent = y.to_numpy()[position(y.index, since):]
     return float(np.nanmax(recent)) if np.isfinite(recent).any() else None
 
 

@@ -29,6 +29,7 @@ from predictor.durations import parse_duration
 from predictor.history import History
 from predictor.models.decision_time import DecisionTimeGBM
 from predictor.pipeline.calibration import PEAK_LEVELS as LEVELS
+from predictor.timestamps import position
 from predictor.types import Forecast
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ class DecisionView(Mapping[str, Forecast]):
         are the last minutes, so the sample just before the origin must be there."""
         y = self.run.history.series.get(sid)
         since = self.run.origin - self.run.step
-        recent = y.to_numpy(dtype=float)[y.index.searchsorted(since):] if y is not None else []
+        recent = y.to_numpy(dtype=float)[position(y.index, since):] if y is not None else []
         if np.isfinite(recent).any():
             return ""  # a sample since origin - step (last_valid_index scans the whole series: 0.1 ms)
         last = y.last_valid_index() if y is not None else None

@@ -1,12 +1,16 @@
 """Tidal VPA requests in the serving loop (issue 24 items 2-4): what `tidewise replay vpa` decides, run
 by run, when the registry's "vpa" decision-time model is the hour-peak model and fresh.
 
-- In place: the model's raw quantiles of the next interval's peak at this run's origin
-  (`raw_at_origin`, every fresh series at once, no calibration walk), read at the series' `BudgetLevel`, the one replay's
-  `HourPeakRequests` walks. Before reading, the level learns from the steps since the previous
-  decision against the request that decision gave; it moves once an interval's worth (the model's
-  span) of steps is seen, as replay's does once an interval, so a loop running every minute moves it
-  no faster than replay's hourly decisions (a step's verdict is kept as over/under until then).
+- In place: the model's raw quantiles of the next interval's peak at the decision's origin
+  (`raw_at_origin`, every series deciding this run at once, no calibration walk), read at the series'
+  `BudgetLevel`, the one replay's `HourPeakRequests` walks. Each series is decided once an interval
+  (the model's span: an hour), as replay decides, at its own step of the interval (`slot`: a stable
+  hash of its id, so a run decides about a twelfth of the fleet, not all of it), and at once when it
+  has no request yet, its last one is an interval old, or its newest sample is stale (no forecast
+  then: the day-ahead forecast's window max serves). Between decisions its request holds. Before
+  reading, the level learns from the steps since the previous decision against the request that
+  decision gave; it moves once an interval's worth of steps is seen (a step's verdict is kept as
+  over/under until then).
 - Restart: `logic/day_plan.DayPlanner`'s plan for the UTC day, decided once a day per series (the
   stock rule's hourly target when it won, re-read each hour); the change cap applies after it. A run
   makes at most `vpa.day_plans_per_run` plans of a new day: a series over that keeps the request it
@@ -18,6 +22,7 @@ The levels and plans are the loop's state, kept between runs like the decision-t
 from __future__ import annotations
 
 import functools
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +35,7 @@ from predictor.history import History
 from predictor.models.decision_time import DecisionTimeGBM
 from predictor.pipeline.calibration import PEAK_LEVELS, BudgetLevel
 from predictor.pipeline.decision import raw_at_origin
+from predictor.timestamps import position
 
 CONTEXT = pd.Timedelta("9D")  # history a raw forecast reads (a week ago + a day of level); serve fetches 8d
 HOUR_PEAK = "hour_peak"  # the DecisionTimeGBM features serve's VPA reads
@@ -64,8 +70,8 @@ class TidalServing:
 
     levels: dict[str, SeriesLevel] = field(default_factory=dict)
     plans: dict[str, DayChoice] = field(default_factory=dict)
-    # every fresh series' raw quantiles at the latest origin, made at once (`raw_at_origin`): per
-    # series the features and trees would cost ~10 ms, over 20,000 series minutes a run
+    # the raw quantiles of the series deciding at the latest origin, made at once (`raw_at_origin`):
+    # per series the features and trees would cost ~10 ms, over 20,000 series minutes a run
     batch: tuple[pd.Timestamp, dict[str, tuple[np.ndarray, float]]] | None = None
 
     def run(self, model: DecisionTimeGBM, version: str, history: History, origin: pd.Timestamp,
@@ -111,38 +117,72 @@ class TidalRun:
 
     def _hour_peak(self, sid: str, y: pd.Series, budget: float) -> tuple[TidalRequest | None, str]:
         m, origin = self.model, self.origin
-        label = f"hour_peak_{m.backend}"
+        label = f"hour_peak_{m.backend}@{self.version}"
         s = self.state.levels.get(sid)
         if s is None:
             s = self.state.levels[sid] = SeriesLevel(BudgetLevel(budget))
         s.level.budget = float(budget)
-        self._learn(s, y)
         last = y.index[-1] if len(y) else None
+        fresh = last is not None and last >= origin - m.step_
+        if fresh and s.last is not None and not self.due(sid, s.last[0]):
+            t0, request = s.last
+            why = (f"{s.level.describe(label, self.every)}; decided at {t0:%H:%M} UTC, held until its next "
+                   f"decision at {self.next_decision(sid, t0):%H:%M} (one an interval)")
+            return TidalRequest(request, label, s.level.tau, why), ""
+        self._learn(s, y)
         if s.raw is None or s.raw[0] != origin:
-            made = self._batched().get(sid) if last is not None and last >= origin - m.step_ else None
+            made = self._batched(sid).get(sid) if fresh else None
             s.raw = (origin, None if made is None else made[0])
         raw = s.raw[1]
         if raw is None:
             s.last = None
-            return None, (f"{label}: no forecast at {origin} (newest sample {last}): "
+            return None, (f"hour_peak_{m.backend}: no forecast at {origin} (newest sample {last}): "
                           f"the day-ahead forecast's window max serves")
         request = max(s.level.request(raw, m.quantiles), 0.0)
         s.last = (origin, request)
-        why = s.level.describe(f"{label}@{self.version}", self.every)
-        return TidalRequest(request, f"{label}@{self.version}", s.level.tau, why), ""
+        return TidalRequest(request, label, s.level.tau, s.level.describe(label, self.every)), ""
 
-    def _batched(self) -> dict[str, tuple[np.ndarray, float]]:
-        """The raw quantiles of every series fresh at this origin (made once per origin)."""
+    def slot(self, sid: str) -> int:
+        """The series' own step of the interval, where its decisions fall (stable across runs and restarts)."""
+        return zlib.crc32(sid.encode()) % int(self.model.span)
+
+    def _position(self, t: pd.Timestamp) -> int:
+        return int(t.value // self.model.step_.value) % int(self.model.span)
+
+    def due(self, sid: str, decided: pd.Timestamp) -> bool:
+        """Whether a series last decided at `decided` is decided at this origin: an interval since, or
+        its slot (a decision at this very origin is read again, not made again)."""
+        o = self.origin
+        return o == decided or o - decided >= self.every or (o > decided and self._position(o) == self.slot(sid))
+
+    def next_decision(self, sid: str, decided: pd.Timestamp) -> pd.Timestamp:
+        """When a series decided at `decided` is decided next: its slot's next step, within an interval."""
+        span = int(self.model.span)
+        ahead = (self.slot(sid) - self._position(decided)) % span or span
+        return decided + ahead * self.model.step_  # type: ignore[no-any-return]
+
+    def _batched(self, sid: str) -> dict[str, tuple[np.ndarray, float]]:
+        """The raw quantiles at this origin of `sid` and of every series deciding with it, made at once:
+        the known series due now, and when `sid` is new, every series no run has asked about yet."""
         st = self.state
         if st.batch is None or st.batch[0] != self.origin:
-            st.batch = (self.origin, raw_at_origin(self.model, self.history.series, self.origin, fresh_only=True))
-        return st.batch[1]
+            st.batch = (self.origin, {})
+        made = st.batch[1]
+        if sid not in made:
+            series = self.history.series
+            want = {k for k, lv in st.levels.items()
+                    if k in series and k not in made and (lv.last is None or self.due(k, lv.last[0]))}
+            if st.levels[sid].last is None:  # new (or fresh again): others no run asked about follow it
+                want |= {k for k in series if k not in st.levels and k not in made}
+            want.add(sid)
+            made.update(raw_at_origin(self.model, {k: series[k] for k in want}, self.origin, fresh_only=True))
+        return made
 
     def _learn(self, s: SeriesLevel, y: pd.Series) -> None:
         """The steps since the previous decision against its request; the level moves per interval."""
         if s.last is not None:
             t0, r0 = s.last
-            lo, hi = y.index.searchsorted(t0), y.index.searchsorted(self.origin)
+            lo, hi = position(y.index, t0), position(y.index, self.origin)
             seen = y.to_numpy(dtype=float)[lo:hi]
             s.pending.extend(bool(v > r0) for v in seen[np.isfinite(seen)])
         if len(s.pending) >= int(self.model.span):

@@ -5,6 +5,7 @@ an older registry (a "recent" VPA model) falls back to the day-ahead forecast an
 from __future__ import annotations
 
 import copy
+import zlib
 
 import pandas as pd
 import pytest
@@ -199,3 +200,45 @@ def test_the_change_guardrail_lets_a_target_fall_within_the_workloads_own_hourly
     ratios = ServingLoop(s, MemorySource(past), StaticCluster(objects), DryRunSink(), registry_dir=str(reg))
     for (key, ctr, res), r in recs(ratios.run_once()).items():
         assert r.target == 10 * wanted[(key, ctr, res)].target  # half of the published, no further
+
+
+def test_in_place_series_are_decided_once_an_interval_at_their_own_step(tidal):
+    """Runs 5 minutes apart for an hour: each series is decided at the step of the hour its id hashes to
+    (crc32 mod 12), as replay decides once an hour, and holds its request in between, saying until
+    when; a run forecasts only the series it decides. A series gone stale gets no request."""
+    c, hist, reg = tidal
+    objects = regimed(cluster_objects(c), "InPlaceOrRecreate")
+    start = END - HOUR - STEP
+    loop, source = loop_on(objects, hist.window(None, start), reg)
+    first = recs(loop.run_once())
+    last = {k: r.target for k, r in first.items()}
+    decided: dict[tuple, list[pd.Timestamp]] = {k: [] for k in first}
+    for i in range(1, 13):
+        end = start + i * STEP
+        source.history = hist.window(None, end)
+        origin = end  # the window's newest sample is at end - STEP
+        got = recs(loop.run_once())
+        now = [k for k, r in got.items() if "held until" not in r.reason.steps[0]]
+        for k, r in got.items():
+            _, ns, name = k[0].split("/")
+            sid = f"{ns}/Deployment/{name}/{k[1]}/{k[2]}"
+            mine = (origin.value // STEP.value) % 12 == zlib.crc32(sid.encode()) % 12
+            assert (k in now) == mine, (k, origin, r.reason.steps[0])
+            if k in now:
+                decided[k].append(origin)
+            else:
+                assert r.target == last[k], (k, r.reason.steps)
+                assert r.reason.model.startswith("hour_peak_hgb@") and "decided at" in r.reason.steps[0]
+            last[k] = r.target
+        batch = loop.decision_time.tidal.batch
+        made = batch[1] if batch is not None and batch[0] == origin else {}
+        assert len(made) == len(now), (origin, sorted(made), now)
+    assert all(len(v) == 1 for v in decided.values()), decided
+    # a series whose samples stop: no request held from before, the workload skipped and why
+    sid = "shop/Deployment/checkout/app/memory"
+    series = dict(hist.window(None, start + 13 * STEP).series)
+    series[sid] = series[sid][series[sid].index < start]
+    source.history = History(series, STEP)
+    stale = recs(loop.run_once())
+    assert not any(k[0] == "VerticalPodAutoscaler/shop/checkout" for k in stale), stale
+    assert "no container with a usable forecast" in loop.last_report.skipped["VerticalPodAutoscaler/shop/checkout"]
