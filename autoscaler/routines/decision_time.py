@@ -67,6 +67,7 @@ class DecisionView(Mapping[str, Forecast]):
         # (`raw_recent`): one by one the features over 9 days cost 22 ms a series
         self.raw: dict[str, dict[pd.Timestamp, tuple[np.ndarray, float]]] = {}
         self.expected = [k[1] for k in walks if k[0] == run.kind and k[1] in base]
+        self.contexts: dict[str, pd.Series] = {}  # series -> its cut to the context, once a run
 
     def __getitem__(self, sid: str) -> Forecast:
         if sid not in self.made:
@@ -120,8 +121,11 @@ class DecisionView(Mapping[str, Forecast]):
         return walk.advance(r.origin, raw.get, actual_from_history(y, int(model.span), r.step))
 
     def _context(self, sid: str) -> pd.Series:
-        y = self.run.history.series[sid]
-        return y.iloc[y.index.searchsorted(self.run.origin - CONTEXT):]  # y.index >= origin - CONTEXT
+        cut = self.contexts.get(sid)
+        if cut is None:
+            y = self.run.history.series[sid]
+            cut = self.contexts[sid] = y.iloc[position(y.index, self.run.origin - CONTEXT):]  # y.index >= origin - CONTEXT
+        return cut
 
     def _batched(self, sid: str, model: DecisionTimeGBM) -> dict[pd.Timestamp, tuple[np.ndarray, float]]:
         """`sid`'s raw quantiles at the origins its walk has still to take, made with those of every
@@ -147,6 +151,8 @@ def _cold(walk: DecisionWalk | None, origin: pd.Timestamp, model: DecisionTimeGB
 def _todo(walk: DecisionWalk | None, origin: pd.Timestamp, step: pd.Timedelta) -> list[pd.Timestamp]:
     """The origins a walk (None: a cold one) takes up to `origin`."""
     if walk is None or walk.done is None:
+        return [origin]
+    if walk.done + step == origin:  # a run one step on (most runs): no date_range
         return [origin]
     return list(pd.date_range(walk.done + step, origin, freq=step))
 
