@@ -4,9 +4,9 @@
 state from a JSON file, history in memory, file sink), with a registry `tidewise train` wrote on 100 of
 the workloads, so every VPA is decided by the hour-peak model at its own violation-budget level. Two
 fleets: every container resizing in place (VPA updateMode InPlaceOrRecreate, resizePolicy NotRequired:
-a decision every run) and every container restarting (the default objects: the day plan, computed at
-the first run of each UTC day, the history ending at midnight, and again at a new day, spread over
-runs by `vpa.day_plans_per_run`). Each in a fresh process.
+each series decided once an hour, at its own 5-minute step) and every container restarting (the
+default objects: the day plan, computed at the first run of each UTC day, the history ending at
+midnight, and again at a new day, spread over runs by `vpa.day_plans_per_run`). Each in a fresh process.
 
     python -m benchmarks.run --only tidal_serve       # or: python -m benchmarks.tidal_serve [--quick]
 """

@@ -6,11 +6,11 @@ by run, when the registry's "vpa" decision-time model is the hour-peak model and
   `BudgetLevel`, the one replay's `HourPeakRequests` walks. Each series is decided once an interval
   (the model's span: an hour), as replay decides, at its own step of the interval (`slot`: a stable
   hash of its id, so a run decides about a twelfth of the fleet, not all of it), and at once when it
-  has no request yet, its last one is an interval old, or its newest sample is stale (no forecast
-  then: the day-ahead forecast's window max serves). Between decisions its request holds. Before
-  reading, the level learns from the steps since the previous decision against the request that
-  decision gave; it moves once an interval's worth of steps is seen (a step's verdict is kept as
-  over/under until then).
+  has no request yet or its last one is an interval old. Between decisions its request holds, unless
+  its newest sample is not the one just before the origin: then the model gives none and the
+  day-ahead forecast's window max serves. Before reading, the level learns from the steps since the
+  previous decision against the request that decision gave; it moves once an interval's worth of
+  steps is seen (a step's verdict is kept as over/under until then).
 - Restart: `logic/day_plan.DayPlanner`'s plan for the UTC day, decided once a day per series (the
   stock rule's hourly target when it won, re-read each hour); the change cap applies after it. A run
   makes at most `vpa.day_plans_per_run` plans of a new day: a series over that keeps the request it
@@ -117,7 +117,8 @@ class TidalRun:
 
     def _hour_peak(self, sid: str, y: pd.Series, budget: float) -> tuple[TidalRequest | None, str]:
         m, origin = self.model, self.origin
-        label = f"hour_peak_{m.backend}@{self.version}"
+        name = f"hour_peak_{m.backend}"
+        label = f"{name}@{self.version}"
         s = self.state.levels.get(sid)
         if s is None:
             s = self.state.levels[sid] = SeriesLevel(BudgetLevel(budget))
@@ -136,7 +137,7 @@ class TidalRun:
         raw = s.raw[1]
         if raw is None:
             s.last = None
-            return None, (f"hour_peak_{m.backend}: no forecast at {origin} (newest sample {last}): "
+            return None, (f"{name}: no forecast at {origin} (newest sample {last}): "
                           f"the day-ahead forecast's window max serves")
         request = max(s.level.request(raw, m.quantiles), 0.0)
         s.last = (origin, request)
