@@ -30,12 +30,13 @@ import pandas as pd
 
 from autoscaler.logic.day_plan import DayPlanner
 from autoscaler.logic.decide_vpa import TidalRequest
+from autoscaler.logic.rule_choice import RuleChoice, describe_rule, rule_request
 from autoscaler.settings import VpaSettings
 from predictor.history import History
 from predictor.models.decision_time import DecisionTimeGBM
 from predictor.pipeline.calibration import PEAK_LEVELS, BudgetLevel
 from predictor.pipeline.decision import raw_at_origin
-from predictor.timestamps import position
+from predictor.timestamps import epoch_ns, position
 
 CONTEXT = pd.Timedelta("9D")  # history a raw forecast reads (a week ago + a day of level); serve fetches 8d
 HOUR_PEAK = "hour_peak"  # the DecisionTimeGBM features serve's VPA reads
@@ -51,6 +52,8 @@ class SeriesLevel:
     # the raw quantiles at the latest origin: a loop running every minute on a 5-minute step asks
     # for the same origin five times (the features over 9 days are most of a run's cost per series)
     raw: tuple[pd.Timestamp, np.ndarray | None] | None = None
+    choice: RuleChoice = field(default_factory=RuleChoice)  # the model or the seasonal rule, once a UTC day
+    served: TidalRequest | None = None  # the latest decision's request, held until the next
 
 
 @dataclass
@@ -125,23 +128,30 @@ class TidalRun:
         s.level.budget = float(budget)
         last = y.index[-1] if len(y) else None
         fresh = last is not None and last >= origin - m.step_
-        if fresh and s.last is not None and not self.due(sid, s.last[0]):
-            t0, request = s.last
-            why = (f"{s.level.describe(label, self.every)}; decided at {t0:%H:%M} UTC, held until its next "
+        if fresh and s.last is not None and s.served is not None and not self.due(sid, s.last[0]):
+            t0, held = s.last[0], s.served
+            why = (f"{held.why}; decided at {t0:%H:%M} UTC, held until its next "
                    f"decision at {self.next_decision(sid, t0):%H:%M} (one an interval)")
-            return TidalRequest(request, label, s.level.tau, why), ""
+            return TidalRequest(held.value, held.label, held.quantile, why), ""
         self._learn(s, y)
         if s.raw is None or s.raw[0] != origin:
             made = self._batched(sid).get(sid) if fresh else None
             s.raw = (origin, None if made is None else made[0])
         raw = s.raw[1]
         if raw is None:
-            s.last = None
+            s.last = s.choice.last = s.served = None
             return None, (f"{name}: no forecast at {origin} (newest sample {last}): "
                           f"the day-ahead forecast's window max serves")
         request = max(s.level.request(raw, m.quantiles), 0.0)
         s.last = (origin, request)
-        return TidalRequest(request, label, s.level.tau, s.level.describe(label, self.every)), ""
+        s.served = TidalRequest(request, label, s.level.tau, s.level.describe(label, self.every))
+        if self.settings.rule_candidate:
+            rule = rule_request(y.to_numpy(dtype=float), epoch_ns(y.index), origin.value, self.every.value)
+            value, is_rule = s.choice.decide(origin.value, request, rule, budget, self.settings.violation_weight)
+            if is_rule:
+                minutes = int(self.every / pd.Timedelta("1min"))
+                s.served = TidalRequest(max(value, 0.0), "seasonal_rule", 0.5, describe_rule(s.choice, minutes))
+        return s.served, ""
 
     def slot(self, sid: str) -> int:
         """The series' own step of the interval, where its decisions fall (stable across runs and restarts)."""
@@ -186,6 +196,7 @@ class TidalRun:
             lo, hi = position(y.index, t0), position(y.index, self.origin)
             seen = y.to_numpy(dtype=float)[lo:hi]
             s.pending.extend(bool(v > r0) for v in seen[np.isfinite(seen)])
+            s.choice.observe(seen)
         if len(s.pending) >= int(self.model.span):
             s.level.observe_over(np.asarray(s.pending, dtype=bool))
             s.pending.clear()

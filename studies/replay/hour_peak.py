@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from autoscaler.logic.rule_choice import RuleChoice, describe_rule, rule_request
 from predictor.pipeline.calibration import PEAK_LEVELS as LEVELS
 from predictor.pipeline.calibration import BudgetLevel
+from predictor.timestamps import epoch_ns
 from studies.replay.decision_time import DecisionTimeTrainer
 from studies.replay.decisions import STEP
 
@@ -41,7 +43,10 @@ class HourPeakRequests:
     trainer: DecisionTimeTrainer
     budget: float
     every: pd.Timedelta
+    violation_weight: float = 2.5  # VpaSettings.violation_weight: the price of the rule-or-model choice
+    rule_candidate: bool = True  # VpaSettings.rule_candidate: the seasonal rule competes, once a UTC day
     level: BudgetLevel = field(init=False)
+    choice: RuleChoice = field(default_factory=RuleChoice)
     _raw: dict[pd.Timestamp, np.ndarray] = field(default_factory=dict)
     _days: set[pd.Timestamp] = field(default_factory=set)
     _last: tuple[pd.Timestamp, float] | None = None  # the previous decision, to learn from once seen
@@ -50,8 +55,14 @@ class HourPeakRequests:
         self.level = BudgetLevel(self.budget)
 
     @property
+    def serving_rule(self) -> bool:
+        """Whether the latest request is the seasonal rule's (`autoscaler.logic.rule_choice`)."""
+        c = self.choice
+        return self.rule_candidate and c.rule and c.last is not None and bool(np.isfinite(c.last[2]))
+
+    @property
     def label(self) -> str:
-        return f"hour_peak_{self.trainer.backend}"
+        return "seasonal_rule" if self.serving_rule else f"hour_peak_{self.trainer.backend}"
 
     @property
     def quantile(self) -> float:
@@ -78,17 +89,22 @@ class HourPeakRequests:
         """The request for the interval from `t` (learning first from the interval before it)."""
         if self._last is not None:
             t0, r0 = self._last
-            seen = y[(y.index >= t0) & (y.index < t)]
-            self.level.observe(seen.to_numpy(dtype=float), r0)
+            seen = y[(y.index >= t0) & (y.index < t)].to_numpy(dtype=float)
+            self.level.observe(seen, r0)
+            self.choice.observe(seen)
         if t.floor("D") not in self._days:
             self._day(y, t.floor("D"))
         q = self._raw.pop(t, None)
         if q is None:
-            self._last = None
+            self._last = self.choice.last = None
             return None
         request = max(self.level.request(q, LEVELS), 0.0)
         self._last = (t, request)
-        return request
+        if not self.rule_candidate:
+            return request
+        rule = rule_request(y.to_numpy(dtype=float), epoch_ns(y.index), t.value, self.every.value)
+        served, _ = self.choice.decide(t.value, request, rule, self.budget, self.violation_weight)
+        return served
 
     def warm_up(self, y: pd.Series, start: pd.Timestamp) -> None:
         """Walk the level over the `WARM` before `start` (the decisions there are not scored)."""
@@ -97,4 +113,6 @@ class HourPeakRequests:
 
     def why(self) -> str:
         """The reason step of the latest request."""
+        if self.serving_rule:
+            return describe_rule(self.choice, int(self.every / pd.Timedelta("1min")))
         return self.level.describe(self.label, self.every)

@@ -246,3 +246,45 @@ def test_in_place_series_are_decided_once_an_interval_at_their_own_step(tidal):
     late = recs(loop.run_once())
     assert not late[key].reason.model.startswith("hour_peak"), late[key].reason.steps
     assert late[key].reason.steps[0].startswith(f"hour_peak_hgb: no forecast at {end}"), late[key].reason.steps
+
+
+def test_a_series_whose_seasonal_rule_cost_less_is_served_the_rule_for_the_day(tidal):
+    """A series whose scored steps of the day before cost less under the seasonal rule than under the
+    model is served the rule's request at its next decision (label and reason say so, with both
+    costs) and holds it between decisions; the others keep the model."""
+    from autoscaler.logic.rule_choice import DAY_NS, Tally, rule_request
+    from predictor.timestamps import epoch_ns
+
+    c, hist, reg = tidal
+    objects = regimed(cluster_objects(c), "InPlaceOrRecreate")
+    start = END - HOUR - STEP
+    loop, source = loop_on(objects, hist.window(None, start), reg)
+    recs(loop.run_once())
+    levels = loop.decision_time.tidal.levels
+    sid = "shop/Deployment/checkout/app/memory"
+    key = ("VerticalPodAutoscaler/shop/checkout", "app", "memory")
+    choice = levels[sid].choice
+    assert choice.rule is False and "model serves" in choice.why
+    yesterday = (start.value - start.value % DAY_NS) - DAY_NS
+    choice.tallies[yesterday] = (Tally(0.5 * 300, 0, 300), Tally(0.2 * 300, 3, 300))  # model, rule
+    choice.day = None  # as at a new UTC day: the next decision chooses again
+    end = start + HOUR  # every series' last decision an hour old: all decide now
+    source.history = hist.window(None, end)
+    got = recs(loop.run_once())
+    r = got[key]
+    assert r.reason.model == "seasonal_rule", r.reason.steps
+    assert r.reason.steps[0].startswith("seasonal rule: the median of the next 60 min's peak")
+    assert "model 0.500, seasonal rule 0.200" in r.reason.steps[0]
+    y = source.history.series[sid]
+    assert levels[sid].served.value == pytest.approx(rule_request(y.to_numpy(float), epoch_ns(y.index), end.value,
+                                                                  HOUR.value))
+    others = [k for k in got if k != key]
+    assert others and all(got[k].reason.model.startswith("hour_peak_hgb@") for k in others)
+    # five minutes on, off its step: the rule's request holds, and says so
+    nxt = end + STEP
+    if (nxt.value // STEP.value) % 12 == zlib.crc32(sid.encode()) % 12:
+        nxt += STEP
+    source.history = hist.window(None, nxt)
+    held = recs(loop.run_once())[key]
+    assert held.target == r.target and held.reason.model == "seasonal_rule"
+    assert "held until its next decision" in held.reason.steps[0]

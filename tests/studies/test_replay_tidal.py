@@ -167,3 +167,31 @@ def test_report_curves_carry_the_seasonal_rule_and_the_restart_bound():
     c = vpa_series_curves(y, start, idx[-1] + pd.Timedelta("5min"), use, rule)
     assert {"seasonal rule (no model)", "foresight, 3 changes a day"} <= set(c.points)
     assert c.points["seasonal rule (no model)"] == c.points["tidewise"]  # the same requests, the same point
+
+
+def test_in_place_replay_serves_the_seasonal_rule_on_a_day_it_cost_less():
+    """`HourPeakRequests` (what `tidewise replay vpa` decides in place) scores the model and the seasonal
+    rule on every step it sees; on a day after the rule cost less it serves the rule's request, says
+    so, and its budget level still learns from the model's own request."""
+    from autoscaler.logic.rule_choice import DAY_NS, Tally, rule_request
+    from predictor.timestamps import epoch_ns
+    from studies.replay.hour_peak import HourPeakRequests, hour_peak_trainer
+
+    frame = tidal_frame(days=10, series=("web/cpu",), seed=4)
+    y = frame.assign(timestamp=pd.to_datetime(frame["timestamp"])).set_index("timestamp")["value"]
+    hour = pd.Timedelta("1h")
+    trainer = hour_peak_trainer({"web/cpu": y}, hour)
+    t = y.index[0] + pd.Timedelta(days=9)
+    on, off = (HourPeakRequests("web/cpu", trainer, 0.05, hour, rule_candidate=r) for r in (True, False))
+    for hp in (on, off):
+        hp.warm_up(y, t)
+    assert on.choice.tallies and not off.choice.tallies  # only a candidate is scored
+    assert on.choice.last is not None and sum(p[0].steps for p in on.choice.tallies.values()) >= 288
+    on.choice.tallies[t.value - DAY_NS] = (Tally(0.9 * 10**6, 0, 10**6), Tally(0.1 * 10**6, 0, 10**6))  # model, rule
+    on.choice.day = None
+    got = on.request_at(y, t)
+    assert got == pytest.approx(rule_request(y.to_numpy(), epoch_ns(y.index), t.value, hour.value))
+    assert on.label == "seasonal_rule" and on.why().startswith("seasonal rule:"), on.why()
+    assert off.request_at(y, t) != pytest.approx(got) and off.label == "hour_peak_hgb"
+    assert on.level.tau == pytest.approx(off.level.tau)  # both walked on the model's own requests
+    assert on._last is not None and on._last[1] == pytest.approx(off._last[1])  # the level's own request: the model's
