@@ -147,7 +147,7 @@ class TidalRun:
         s.served = TidalRequest(request, label, s.level.tau, s.level.describe(label, self.every))
         if self.settings.rule_candidate:
             rule = rule_request(y.to_numpy(dtype=float), epoch_ns(y.index), origin.value, self.every.value)
-            value, is_rule = s.choice.decide(origin.value, request, rule, budget, self.settings.violation_weight)
+            value, is_rule = s.choice.decide(origin.value, request, rule, budget)
             if is_rule:
                 minutes = int(self.every / pd.Timedelta("1min"))
                 s.served = TidalRequest(max(value, 0.0), "seasonal_rule", 0.5, describe_rule(s.choice, minutes))

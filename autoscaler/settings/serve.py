@@ -85,7 +85,7 @@ class VpaSettings:
     # so at this price the stock settings are the cheapest point of their own curve
     violation_weight: float = 2.5
     # the seasonal rule (no model) competes with the hour-peak model for each in-place series, once a UTC
-    # day, by cost on its last 7 days (autoscaler/logic/rule_choice.py): dev suite, gap closed 0.429 -> 0.446
+    # day, by cost on its last 7 days (autoscaler/logic/rule_choice.py; BENCHMARKS.md, tidal requests)
     rule_candidate: bool = True
     # slack units one request change a day costs (each is a restart or resize): 10 changes a day weigh
     # as much as 10% slack

@@ -43,7 +43,6 @@ class HourPeakRequests:
     trainer: DecisionTimeTrainer
     budget: float
     every: pd.Timedelta
-    violation_weight: float = 2.5  # VpaSettings.violation_weight: the price of the rule-or-model choice
     rule_candidate: bool = True  # VpaSettings.rule_candidate: the seasonal rule competes, once a UTC day
     level: BudgetLevel = field(init=False)
     choice: RuleChoice = field(default_factory=RuleChoice)
@@ -103,7 +102,7 @@ class HourPeakRequests:
         if not self.rule_candidate:
             return request
         rule = rule_request(y.to_numpy(dtype=float), epoch_ns(y.index), t.value, self.every.value)
-        served, _ = self.choice.decide(t.value, request, rule, self.budget, self.violation_weight)
+        served, _ = self.choice.decide(t.value, request, rule, self.budget)
         return served
 
     def warm_up(self, y: pd.Series, start: pd.Timestamp) -> None:

@@ -118,8 +118,8 @@ def replay_vpa_series(key: str, y: pd.Series, data: ReplayInput, s: ReplaySettin
         dec = replay_restart(y, start, end, s.vpa, s.max_changes, s.every, resource)
     else:
         fc = DailyChoiceForecaster(key=key, model=s.model)
-        requests = HourPeakRequests(key, trainer, s.vpa.violation_budget, s.every, s.vpa.violation_weight,
-                                    s.vpa.rule_candidate) if trainer is not None else None
+        requests = HourPeakRequests(key, trainer, s.vpa.violation_budget, s.every,
+                                    rule_candidate=s.vpa.rule_candidate) if trainer is not None else None
         dec = replay_vpa_decisions(y, start, end, s.vpa, fc, s.every, resource=resource, oom=data.oom.get(key),
                                    requests=requests)
     if s.hpa_pair is not None and resource == "cpu":

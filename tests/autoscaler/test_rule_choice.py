@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autoscaler.logic.rule_choice import DAY_NS, MIN_STEPS, RuleChoice, Tally, cost, rule_request
+from autoscaler.logic.rule_choice import DAY_NS, MIN_STEPS, OVER_BUDGET, RuleChoice, Tally, cost, rule_request
 from predictor.timestamps import epoch_ns
 
 STEP = pd.Timedelta("5min")
@@ -99,18 +99,16 @@ def test_no_choice_on_under_a_day_of_steps_and_old_days_forgotten():
     assert c2.decide(d0, 10.0, float("nan"), 0.05, 2.5) == (10.0, False)
 
 
-def test_a_rule_cheaper_by_cost_but_over_the_budget_does_not_serve():
-    """Fail closed: the rule serves only within the budget on its own scored steps, however little its
-    slack (here 6% of steps over a 5% budget: cost 0.12 against the model's 0.5)."""
-    c = RuleChoice()
+def test_running_over_the_budget_is_priced_so_the_choice_does_not_buy_slack_with_it():
+    """A rule with a tenth of the model's slack but 10% of its steps over a 5% budget: at the choice's
+    price of going over (OVER_BUDGET, 10) the model serves; at the stock curve's 2.5 the rule would."""
     d0 = pd.Timestamp("2026-11-01", tz="UTC").value
-    usage = np.where(np.arange(300) % 50 < 3, 6.0, 5.0)  # 6% of the steps at 6, over the rule's 5.5
-    c.decide(d0, 10.0, 5.5, 0.05, 2.5)
-    c.observe(usage)
-    assert c.decide(d0 + DAY_NS, 10.0, 5.5, 0.05, 2.5) == (10.0, False)
-    assert "at violation 0.060 (budget 0.05)" in c.why
-    # the same steps under a 10% budget: the rule serves
-    c2 = RuleChoice()
-    c2.decide(d0, 10.0, 5.5, 0.1, 2.5)
-    c2.observe(usage)
-    assert c2.decide(d0 + DAY_NS, 10.0, 5.5, 0.1, 2.5) == (5.5, True)
+    usage = np.where(np.arange(300) % 10 == 0, 6.0, 5.0)  # 10% of the steps at 6, over the rule's 5.5
+    picks = {}
+    for weight in (OVER_BUDGET, 2.5):
+        c = RuleChoice()
+        c.decide(d0, 10.0, 5.5, 0.05, weight)
+        c.observe(usage)
+        picks[weight] = c.decide(d0 + DAY_NS, 10.0, 5.5, 0.05, weight)
+        assert "seasonal rule" in c.why and "at violation 0.100 (budget 0.05)" in c.why
+    assert picks == {OVER_BUDGET: (10.0, False), 2.5: (5.5, True)}
