@@ -10,7 +10,10 @@ by run, when the registry's "vpa" decision-time model is the hour-peak model and
   its newest sample is not the one just before the origin: then the model gives none and the
   day-ahead forecast's window max serves. Before reading, the level learns from the steps since the
   previous decision against the request that decision gave; it moves once an interval's worth of
-  steps is seen (a step's verdict is kept as over/under until then).
+  steps is seen (a step's verdict is kept as over/under until then). The seasonal rule competes
+  (`logic/rule_choice.py`, `vpa.rule_candidate`): both requests are scored on the same steps, and on
+  a UTC day the rule cost less over the series' last 7 days it serves, the level still learning from
+  the model's own request.
 - Restart: `logic/day_plan.DayPlanner`'s plan for the UTC day, decided once a day per series (the
   stock rule's hourly target when it won, re-read each hour); the change cap applies after it. A run
   makes at most `vpa.day_plans_per_run` plans of a new day: a series over that keeps the request it

@@ -65,8 +65,8 @@ class HourPeakRequests:
 
     @property
     def quantile(self) -> float:
-        """The level of the predicted peak the request is read at."""
-        return self.level.tau
+        """The level of the predicted peak the request is read at (the rule's: a median of peaks)."""
+        return 0.5 if self.serving_rule else self.level.tau
 
     def _day(self, y: pd.Series, day: pd.Timestamp) -> None:
         """Raw quantiles at every origin of `day`, each from the samples before it."""
