@@ -171,13 +171,16 @@ def write_demo_outputs(cluster: SyntheticCluster, history: History | pd.DataFram
             "files": sorted(sink.written.values()), "outcome": rep.outcome, "summary": rep.summary(),
             "now": rep.now, **({} if rebalance_horizon is None else {
                 "rebalance": rebalance_demo(state_path, history, settings, rebalance_horizon),
-                "rebalance_config": _rebalance_config(out_dir, rebalance_horizon)})}
+                "rebalance_config": _rebalance_config(out_dir, settings, rebalance_horizon)})}
 
 
-def _rebalance_config(out_dir: str, horizon: str) -> str:
-    """The settings file that makes `tidewise --config F rebalance` plan what the demo's summary shows."""
+def _rebalance_config(out_dir: str, settings: ServeSettings, horizon: str) -> str:
+    """The settings file that makes `tidewise --config F rebalance` plan what the demo's summary shows:
+    the horizon, and every rebalance setting the demo ran with that is not the default."""
+    default = dataclasses.asdict(type(settings.rebalance)())
+    section = {k: v for k, v in dataclasses.asdict(settings.rebalance).items() if k != "enabled" and v != default[k]}
     path = os.path.join(out_dir, "rebalance-config.yaml")
-    write_text_atomic(path, yaml.safe_dump({"serve": {"rebalance": {"horizon": horizon}}}))
+    write_text_atomic(path, yaml.safe_dump({"serve": {"rebalance": section | {"horizon": horizon}}}))
     return path
 
 

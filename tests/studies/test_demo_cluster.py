@@ -1,6 +1,7 @@
 """Issue 25 item 6: the demo as a small real cluster. Its pods have uids and owner references that
 resolve (Pod -> ReplicaSet -> Deployment, Pod -> StatefulSet), so `tidewise rebalance` considers them
 and `tidewise enforce --pods-from file` plans them from the reclaim plan serve wrote for their node."""
+import dataclasses
 import json
 import logging
 import os
@@ -10,6 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from autoscaler.settings import ServeSettings
 from predictor.history import history_from_frame
 from predictor.sources.synthetic import generate_cluster
 from studies.demo import STEP, cluster_objects, write_demo_outputs
@@ -20,13 +22,20 @@ from tests.node_enforcer.conftest import TWO_SOCKET
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     """The demo's files for a history ending now (to the step), so that the plans serve writes are in
-    force for the agent's clock (the demo's own history ends at the last midnight)."""
+    force for the agent's clock (the demo's own history ends at the last midnight). The tide's peak over
+    the next 24 h depends on the hour and weekday of now (at the default 0.8 no node was hot at noon on
+    a Saturday), so the rebalance thresholds are lowered to where a node is hot at every hour of the
+    week; the config the demo writes carries them to the command."""
     out = tmp_path_factory.mktemp("demo")
+    defaults = ServeSettings()
+    settings = dataclasses.replace(defaults, rebalance=dataclasses.replace(
+        defaults.rebalance, high_cpu=0.5, target_cpu=0.4, low_cpu=0.3))
     end = pd.Timestamp.now(tz="UTC").floor(STEP)
     cluster = generate_cluster(seed=7, workloads=12, namespaces=3, nodes=4, days=21, step=STEP, end=end)
     frame = cluster.history()
     frame.to_parquet(out / "history.parquet")
-    served = write_demo_outputs(cluster, history_from_frame(frame, STEP, "synthetic"), str(out), rebalance_horizon="24h")
+    served = write_demo_outputs(cluster, history_from_frame(frame, STEP, "synthetic"), str(out), settings=settings,
+                                rebalance_horizon="24h")
     return cluster, served
 
 
