@@ -8,11 +8,13 @@ candidates on every step it observes — its own requests as decided, the model'
 whichever was in force — and once a UTC day serves the one whose cost on the last 7 days was lower:
 mean relative slack + `OVER_BUDGET` (10) x the violation rate over the budget: four times the stock
 VPA curve's own price of violations (`vpa.violation_weight`, 2.5), so the choice does not buy slack by
-running over the budget (at 2.5, on the dev suite at budget 0.02, the fleet ran at 0.030). The model's budget
-level keeps learning from the model's own requests while the rule serves, so the choice can go back.
+running over the budget (at 2.5, on the dev suite at budget 0.02, the fleet ran at 0.030). The model's
+budget level keeps learning from the model's own requests while the rule serves, so the choice can go
+back.
 
-Measured on the dev suite: BENCHMARKS.md, "Tidal requests" (the rule as a candidate). Replay (`studies.replay.hour_peak`) and serve
-(`autoscaler.routines.tidal`) both read this module. Pure: arrays in, numbers out.
+Measured on the dev suite: BENCHMARKS.md, "Tidal requests" (the rule as a candidate). Replay
+(`studies.replay.hour_peak`) and serve (`autoscaler.routines.tidal`) both read this module. Pure:
+arrays in, numbers out.
 """
 from __future__ import annotations
 
@@ -102,8 +104,12 @@ class RuleChoice:
         if day != self.day:
             self._choose(day, budget, weight)
         self.last = (origin, model, rule)
-        use_rule = self.rule and np.isfinite(rule)
-        return (rule, True) if use_rule else (model, False)
+        return (rule, True) if self.serving else (model, False)
+
+    @property
+    def serving(self) -> bool:
+        """Whether the latest decision serves the rule's request (a rule day, and the rule had one)."""
+        return self.rule and self.last is not None and bool(np.isfinite(self.last[2]))
 
     def _choose(self, day: int, budget: float, weight: float) -> None:
         for d in [d for d in self.tallies if d < day - LOOK_DAYS * DAY_NS]:

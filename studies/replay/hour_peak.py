@@ -56,8 +56,7 @@ class HourPeakRequests:
     @property
     def serving_rule(self) -> bool:
         """Whether the latest request is the seasonal rule's (`autoscaler.logic.rule_choice`)."""
-        c = self.choice
-        return self.rule_candidate and c.rule and c.last is not None and bool(np.isfinite(c.last[2]))
+        return self.rule_candidate and self.choice.serving
 
     @property
     def label(self) -> str:

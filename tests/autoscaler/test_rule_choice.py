@@ -71,7 +71,7 @@ def test_the_cheaper_candidate_serves_the_next_day_and_the_choice_can_go_back():
     assert c.decide(d0, 10.0, 6.0, 0.05, 2.5) == (10.0, False)
     assert "model serves" in c.why
     c.observe(np.full(12, 5.0))
-    day_of_decisions(c, d0 + HOUR.value * 0, 10.0, 6.0, 5.0)  # the rule: less slack, never over
+    day_of_decisions(c, d0, 10.0, 6.0, 5.0)  # the rule: less slack, never over
     got, is_rule = c.decide(d0 + DAY_NS, 10.0, 6.0, 0.05, 2.5)
     assert (got, is_rule) == (6.0, True)
     assert "model 0.500, seasonal rule 0.167 at violation 0.000 (budget 0.05)" in c.why
