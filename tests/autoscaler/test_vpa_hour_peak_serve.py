@@ -288,3 +288,38 @@ def test_a_series_whose_seasonal_rule_cost_less_is_served_the_rule_for_the_day(t
     held = recs(loop.run_once())[key]
     assert held.target == r.target and held.reason.model == "seasonal_rule"
     assert "held until its next decision" in held.reason.steps[0]
+
+
+def test_train_vpa_interval_sets_how_often_serve_decides_in_place(tidal, tmp_path):
+    """`tidewise train --vpa-interval 30m`: the VPA model forecasts the next 30 min's peak (span 6
+    steps) and serve decides each in-place series once every 30 min, at its own step of the half
+    hour, the reason naming the interval."""
+    c, hist, reg = tidal
+    reg30 = tmp_path / "models"
+    proc = run_main("train", "--source", "file", "--input", str(reg.parent / "history.csv"), "--registry",
+                    str(reg30), "--folds", "1", "--no-global", "--vpa-interval", "30m")
+    assert proc.returncode == 0, proc.stderr
+    assert registry.load_version(str(reg30)).decision_models["vpa"].span == 6
+    objects = regimed(cluster_objects(c), "InPlaceOrRecreate")
+    start = END - HOUR - STEP
+    loop, source = loop_on(objects, hist.window(None, start), reg30)
+    first = recs(loop.run_once())
+    assert all("the next 30 min's peak" in r.reason.steps[0] for r in first.values()), first
+    decided: dict[tuple, int] = {k: 0 for k in first}
+    for i in range(1, 7):
+        end = start + i * STEP
+        source.history = hist.window(None, end)
+        for k, r in recs(loop.run_once()).items():
+            sid = f"{k[0].split('/')[1]}/Deployment/{k[0].split('/')[2]}/{k[1]}/{k[2]}"
+            mine = (end.value // STEP.value) % 6 == zlib.crc32(sid.encode()) % 6
+            assert ("held until" not in r.reason.steps[0]) == mine, (k, end, r.reason.steps[0])
+            decided[k] += mine
+    assert set(decided.values()) == {1}, decided
+
+
+@pytest.mark.parametrize("interval", ["7m", "12h", "0m", "soon"])
+def test_train_refuses_a_vpa_interval_off_the_step_in_one_line(tmp_path, interval):
+    proc = run_main("train", "--source", "synthetic", "--registry", str(tmp_path / "models"), "--vpa-interval", interval)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("tidewise train: error: --vpa-interval"), proc.stderr
+    assert not (tmp_path / "models").exists()

@@ -22,7 +22,8 @@ Incremental by default: series whose data did not change and whose recent error 
 carried forward from the latest version. `--every 24h` keeps training on that schedule.
 
 Decision-time models (on unless --no-decision-time): one global quantile model per decision of the
-peak of the next hour (VPA) and of the demand a start-up time ahead (HPA), from the latest samples;
+peak of the next --vpa-interval (VPA, default 1h: serve's in-place VPA decides once an interval) and
+of the demand a start-up time ahead (HPA), from the latest samples;
 backtested on the held-out days against the day-ahead forecast of the same targets (pinball per
 quantile, coverage; printed and kept in the manifest) and stored in the version for serve.
 """
@@ -57,6 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fit no decision-time models (serve then decides from the day-ahead forecast only)")
     p.add_argument("--decision-backend", choices=("hgb", "lightgbm"), default="hgb",
                    help="decision-time model backend (default hgb = scikit-learn; lightgbm needs the lightgbm extra)")
+    p.add_argument("--vpa-interval", default="1h", metavar="DURATION",
+                   help="how often serve's in-place VPA decides: the VPA model forecasts the peak of the next "
+                        "DURATION (default 1h; 30m: leaner requests at the same violation rate for twice the resizes, "
+                        "BENCHMARKS.md); a multiple of --step under 12h")
     p.add_argument("--every", metavar="DURATION", help="keep running: train again every DURATION (e.g. 24h)")
     p.add_argument("--seed", type=int, default=7, help="seed of --source synthetic (default 7)")
     p.add_argument("--workloads", type=int, default=12, help="workloads of --source synthetic (default 12)")
@@ -136,6 +141,7 @@ def train_once(args: argparse.Namespace) -> int:
     if serving_history < step:
         raise InputError(f"--serving-history {args.serving_history}: shorter than --step {args.step}; "
                          "give what serve fetches (default 8d)")
+    decision = decision_settings(args)  # a bad --vpa-interval or backend: exit 2 before the history is read
     key = None
     if args.registry_key:
         from predictor.registry import read_key
@@ -149,7 +155,7 @@ def train_once(args: argparse.Namespace) -> int:
         raise InputError(f"--source {args.source} returned no series to train on")
     settings = TrainSettings(quantiles=parse_quantiles(args.quantiles), folds=args.folds, jobs=args.jobs,
                              incremental=not args.full, use_global=not args.no_global,
-                             serving_history=serving_history, key=key, decision_time=decision_settings(args))
+                             serving_history=serving_history, key=key, decision_time=decision)
     t = time.perf_counter()
     with dask_client(args.dask_scheduler) as client, progress("training", len(history.series)) as advance:
         if client is None:
@@ -188,11 +194,22 @@ def decision_settings(args: argparse.Namespace):
     from contracts.errors import InputError
     from training.decision_time import DecisionTimeSettings
 
+    import pandas as pd
+
+    from predictor.durations import format_duration, parse_duration
+
     backend = getattr(args, "decision_backend", "hgb")
+    raw = getattr(args, "vpa_interval", "1h")
+    interval = parse_duration(raw, what="--vpa-interval")
+    step = parse_duration(getattr(args, "step", "5m"), what="--step")
+    if interval < step or interval % step or interval >= pd.Timedelta("12h"):
+        raise InputError(f"--vpa-interval {raw}: use a multiple of the step {format_duration(step)} "
+                         "under 12h (e.g. 30m or 1h)")
     if backend == "lightgbm" and importlib.util.find_spec("lightgbm") is None:
         raise InputError("--decision-backend lightgbm: the lightgbm package is not installed; "
                          "pip install 'tidewise[lightgbm]', or use hgb")
-    return DecisionTimeSettings(enabled=not getattr(args, "no_decision_time", False), backend=backend)
+    return DecisionTimeSettings(enabled=not getattr(args, "no_decision_time", False), backend=backend,
+                                vpa_window=interval)
 
 
 def run(args: argparse.Namespace) -> int:
