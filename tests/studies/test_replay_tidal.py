@@ -196,3 +196,17 @@ def test_in_place_replay_serves_the_seasonal_rule_on_a_day_it_cost_less():
     assert off.request_at(y, t) != pytest.approx(got) and off.label == "hour_peak_hgb"
     assert on.level.tau == pytest.approx(off.level.tau)  # both walked on the model's own requests
     assert on._last is not None and on._last[1] == pytest.approx(off._last[1])  # the level's own request: the model's
+
+
+def test_in_place_every_30m_decides_each_half_hour_on_the_half_hour_peak(tmp_path):
+    """`--every 30m` (the opt-in BENCHMARKS.md measures): a decision each half hour, the hour-peak model
+    trained for a 30-minute span; on a smooth tide the next half hour's peak is below the next hour's,
+    so its requests ask for less than the hourly ones at the same budget."""
+    frame = tidal_frame(days=10, series=("web/cpu",), start="2024-05-08T00:00:00Z", seed=4)
+    half, r = replay(tmp_path, frame, "--every", "30m", name="half.csv")
+    hourly, _ = replay(tmp_path, frame, name="hourly.csv")
+    steps = half["timestamp"].diff().dropna().unique()
+    assert list(steps) == [pd.Timedelta("30min")], steps
+    assert len(half) == 2 * len(hourly)
+    assert half["target"].mean() < hourly["target"].mean()
+    assert "policy tidewise" in r.stderr.splitlines()[-1], r.stderr
