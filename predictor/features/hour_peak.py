@@ -30,11 +30,18 @@ HOUR_PEAK_NAMES = (
 )
 
 
+def max_span(step: pd.Timedelta) -> int:
+    """The longest window (in steps) whose peak these features can forecast: under half a day, so
+    that the same window on the day before and the one after it (`day1_prev_peak`, `day1_next_peak`)
+    do not overlap the window itself."""
+    return int(pd.Timedelta("1D") / step) // 2
+
+
 def _check(step: pd.Timedelta, span: int) -> int:
-    per_day = int(pd.Timedelta("1D") / step)
-    if span >= per_day // 2:
-        raise ValueError(f"span {span} steps: the hour-peak features need a span under half a day ({per_day // 2})")
-    return per_day
+    if span >= max_span(step):
+        raise ValueError(f"span {span} steps: the hour-peak features need a span under half a day "
+                         f"({max_span(step)})")
+    return int(pd.Timedelta("1D") / step)
 
 
 def row_quantile(a: np.ndarray, q: float) -> np.ndarray:

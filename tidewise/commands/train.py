@@ -4,6 +4,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from training.decision_time import DecisionTimeSettings
 
 HELP = """\
 Train every series of a history: rolling-origin backtests of the candidate forecasters (seasonal
@@ -60,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="decision-time model backend (default hgb = scikit-learn; lightgbm needs the lightgbm extra)")
     p.add_argument("--vpa-interval", default="1h", metavar="DURATION",
                    help="how often serve's in-place VPA decides: the VPA model forecasts the peak of the next "
-                        "DURATION (default 1h; 30m: leaner requests at the same violation rate for twice the resizes, "
+                        "DURATION (default 1h; 30m: leaner requests at the same violation rate for ~1.8x the resizes, "
                         "BENCHMARKS.md); a multiple of --step under 12h")
     p.add_argument("--every", metavar="DURATION", help="keep running: train again every DURATION (e.g. 24h)")
     p.add_argument("--seed", type=int, default=7, help="seed of --source synthetic (default 7)")
@@ -141,7 +147,7 @@ def train_once(args: argparse.Namespace) -> int:
     if serving_history < step:
         raise InputError(f"--serving-history {args.serving_history}: shorter than --step {args.step}; "
                          "give what serve fetches (default 8d)")
-    decision = decision_settings(args)  # a bad --vpa-interval or backend: exit 2 before the history is read
+    decision = decision_settings(args, step)  # a bad --vpa-interval or backend: exit 2 before the history is read
     key = None
     if args.registry_key:
         from predictor.registry import read_key
@@ -187,22 +193,21 @@ def train_on_cluster(history, registry: str, settings, client, shard_size: int, 
                          global_models=fit_global_models(history, settings), progress=shard_printer(len(shards), advance))
 
 
-def decision_settings(args: argparse.Namespace):
-    """The decision-time part of the run (exit 2 for lightgbm without the package)."""
+def decision_settings(args: argparse.Namespace, step: pd.Timedelta) -> DecisionTimeSettings:
+    """The decision-time part of the run, checked before any history is read: --vpa-interval a
+    multiple of the step under half a day (what the hour-peak features can forecast), lightgbm
+    installed when asked for."""
     import importlib.util
 
     from contracts.errors import InputError
-    from training.decision_time import DecisionTimeSettings
-
-    import pandas as pd
-
     from predictor.durations import format_duration, parse_duration
+    from predictor.features.hour_peak import max_span
+    from training.decision_time import DecisionTimeSettings
 
     backend = getattr(args, "decision_backend", "hgb")
     raw = getattr(args, "vpa_interval", "1h")
     interval = parse_duration(raw, what="--vpa-interval")
-    step = parse_duration(getattr(args, "step", "5m"), what="--step")
-    if interval < step or interval % step or interval >= pd.Timedelta("12h"):
+    if interval < step or interval % step or interval / step >= max_span(step):
         raise InputError(f"--vpa-interval {raw}: use a multiple of the step {format_duration(step)} "
                          "under 12h (e.g. 30m or 1h)")
     if backend == "lightgbm" and importlib.util.find_spec("lightgbm") is None:
