@@ -17,6 +17,7 @@ decision.RecentLevels`.
 """
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Any, Callable
 
@@ -49,10 +50,15 @@ class _Rows(BaseIndexer):
         return _bounds(num_values, self.length, self.width)
 
 
+@functools.lru_cache(maxsize=32)
 def _bounds(num_values: int, length: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) of every window; kept, read-only: a serving run asks for the same few shapes
+    (chunks of rows of one length) a hundred times."""
     pos = np.arange(num_values, dtype=np.int64)
     end = pos + 1
-    return np.maximum(pos - pos % length, end - width), end
+    start = np.maximum(pos - pos % length, end - width)
+    start.flags.writeable = end.flags.writeable = False
+    return start, end
 
 
 def rolling_rows(a: np.ndarray, width: int, min_periods: int, how: str) -> np.ndarray:
