@@ -54,8 +54,9 @@ class DecisionWalk:
         """The calibrated quantiles at `origin` (None: no raw forecast there), after learning from
         every origin whose target window ended before it. Origins are asked in increasing order."""
         t = origin if self.done is None else self.done + self.step
+        reach = self.span * self.step
         while t <= origin:
-            seen = t - self.span * self.step  # the latest origin whose target y[seen .. t-1] is observed
+            seen = t - reach  # the latest origin whose target y[seen .. t-1] is observed
             if seen in self.out:
                 self.cal.update(self.out[seen], actual_at(seen))
             raw = raw_at(t)
@@ -64,9 +65,11 @@ class DecisionWalk:
             t += self.step
         if self.done is None or origin > self.done:
             self.done = origin
-        # only the last `span` origins are read again (by the updates still to come)
-        for k in [k for k in self.out if k < origin - self.span * self.step]:
-            del self.out[k]
+        # only the last `span` origins are read again (by the updates still to come); the keys are in
+        # the order they were walked, so the old ones lead
+        oldest = origin - reach
+        while self.out and next(iter(self.out)) < oldest:
+            del self.out[next(iter(self.out))]
         return self.out.get(origin)
 
 
