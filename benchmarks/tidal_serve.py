@@ -9,6 +9,7 @@ default objects: the day plan, computed at the first run of each UTC day, the hi
 midnight, and again at a new day, spread over runs by `vpa.day_plans_per_run`). Each in a fresh process.
 
     python -m benchmarks.run --only tidal_serve       # or: python -m benchmarks.tidal_serve [--quick]
+    python -m benchmarks.tidal_serve --regime in-place --profile /tmp/serve   # + /tmp/serve.in-place (cProfile)
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from autoscaler.settings import ServeSettings
 from predictor.history import History
 
 workloads, nodes, regime, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+profile = sys.argv[5] if len(sys.argv) > 5 else ""  # a cProfile of the second warm run with new data
 t = time.perf_counter()
 c, hist = offline_fleet(workloads, nodes, days=9)
 train = os.path.join(out, "train.csv")  # 100 workloads, every day but the last: what `tidewise train` reads
@@ -94,7 +96,13 @@ if ramp:
 one("warm: same 5-minute step")
 for k in range(1, 4):
     advance(hist, c.step)
-    one(f"warm: +{minutes + 5 * k} min of data")
+    if profile and k == 2:
+        import cProfile
+        with cProfile.Profile() as prof:
+            one(f"warm: +{minutes + 5 * k} min of data (under cProfile: slower)")
+        prof.dump_stats(profile)
+    else:
+        one(f"warm: +{minutes + 5 * k} min of data")
 minutes += 15
 if regime == "restart":
     # a new UTC day re-plans every series: each kept plan is dated the day before, as at midnight (the
@@ -130,10 +138,12 @@ print(json.dumps({"setup_seconds": setup, "runs": runs, "series": len(hist.serie
 '''
 
 
-def measure(workloads: int, nodes: int, regime: str) -> dict[str, Any]:
-    """One fleet in a fresh process (see the module doc)."""
+def measure(workloads: int, nodes: int, regime: str, profile: str = "") -> dict[str, Any]:
+    """One fleet in a fresh process (see the module doc); with `profile`, a cProfile of its second
+    warm run with new data is written there (`python -m pstats FILE`)."""
     with tempfile.TemporaryDirectory() as d:
-        r = subprocess.run([sys.executable, "-c", SCRIPT, str(workloads), str(nodes), regime, d],
+        r = subprocess.run([sys.executable, "-c", SCRIPT, str(workloads), str(nodes), regime, d,
+                            os.path.abspath(profile) if profile else ""],
                            capture_output=True, text=True, cwd=ROOT, timeout=5400)
         if r.returncode != 0:
             raise RuntimeError(f"tidal serve run ({regime}) failed: {r.stderr[-3000:]}")
@@ -156,13 +166,13 @@ def table(regime: str, res: dict[str, Any]) -> list[str]:
     return out + [""]
 
 
-def run(quick: bool, regimes: tuple[str, ...] = ("in-place", "restart")) -> str:
+def run(quick: bool, regimes: tuple[str, ...] = ("in-place", "restart"), profile: str = "") -> str:
     n_w, n_n = (1000, 50) if quick else (10_000, 500)
     out = [f"## Tidal requests in serve: {n_w:,} workloads (issue 24)\n",
            "Reproduce: `python -m benchmarks.run --only tidal_serve` (code: `benchmarks/tidal_serve.py`). "
            + (__doc__ or "").split("\n\n")[1].replace("\n", " ") + "\n"]
     for regime in regimes:
-        out += table(regime, measure(n_w, n_n, regime))
+        out += table(regime, measure(n_w, n_n, regime, profile and f"{profile}.{regime}"))
     out.append(f"Load average at the end: {os.getloadavg()[0]:.1f} on 2 cores (wall-clock seconds are upper bounds "
                "when other jobs share the machine; CPU seconds are not).\n")
     return "\n".join(out)
@@ -172,8 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="1,000 workloads and 50 nodes")
     ap.add_argument("--regime", choices=("in-place", "restart"), help="one fleet only (default both)")
+    ap.add_argument("--profile", metavar="PREFIX", default="",
+                    help="write a cProfile of each fleet's second warm run with new data to PREFIX.<regime> "
+                         "(read it with python -m pstats; the run's own row is marked and slower)")
     a = ap.parse_args(argv)
-    print(run(a.quick, (a.regime,) if a.regime else ("in-place", "restart")))
+    print(run(a.quick, (a.regime,) if a.regime else ("in-place", "restart"), a.profile))
     return 0
 
 
