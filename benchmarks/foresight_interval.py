@@ -3,8 +3,8 @@ scorer judges an in-place VPA against hourly foresight, so a policy that decides
 minutes closes more of that gap by granularity alone. This prices a (slack, violation) point of the
 replay against the foresight of its own interval — each interval's request the (1 - violation)
 quantile of its own usage, the scorer's `vpa_foresight` at a finer floor — and against the stock
-VPA's frontier, with the scorer's functions (`vpa_scores`, `vpa_histogram_requests`,
-`slack_at_violation`) on its dev series.
+VPA's frontier: `benchmarks.tidal`'s references and `judged` (the scorer's functions on its dev
+series), with the own-interval curve added beside the scorer's hourly one.
 
     python -m benchmarks.foresight_interval --point 30m 0.383 0.050 --point 15m 0.340 0.051
 
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from benchmarks.tidal import scorer, suite, used
+from benchmarks.tidal import judged, references, scorer, suite, used
 from predictor.durations import format_duration
 
 
@@ -30,33 +30,15 @@ def foresight(use: pd.Series, every: pd.Timedelta, violation: float) -> pd.Serie
     return peaks.reindex(use.index, method="ffill")
 
 
-def curves(intervals: list[pd.Timedelta]) -> tuple[list[tuple[float, float]], dict[pd.Timedelta, list[tuple[float, float]]]]:
-    """The mean stock frontier and, per interval, the mean foresight curve over the dev series."""
+def with_foresight(refs: dict[str, dict[str, Any]], data: dict[str, pd.Series], windows: dict,
+                   every: pd.Timedelta) -> None:
+    """Adds each series' foresight curve at `every` to `benchmarks.tidal.references`' own, keyed
+    (every, violation) beside its (blocks a day, violation) ones, so that `judged` prices a point on it."""
     bd = scorer()
-    data, windows = suite(quick=False)
-    frontier: dict[tuple[float, float], list] = {}
-    bound: dict[tuple[pd.Timedelta, float], list] = {}
-    for k, s in data.items():
-        start, end = windows[k]
-        use = used(s, start, end)
-        hist = bd.vpa_histogram_requests(s, start, end, bd.VPA_PCTS)
-        for p in bd.VPA_PCTS:
-            for m in bd.VPA_MARGINS:
-                frontier.setdefault((p, m), []).append(bd.vpa_scores(use, (hist[p] * m).reindex(use.index)))
-        for every in intervals:
-            for v in bd.FORESIGHT_VIOLATIONS:
-                bound.setdefault((every, v), []).append(bd.vpa_scores(use, foresight(use, every, v)))
-
-    def mean(points: list) -> tuple[float, float]:
-        a = np.array(points, dtype=float)
-        return float(np.nanmean(a[:, 0])), float(np.nanmean(a[:, 1]))
-
-    return ([mean(p) for p in frontier.values()],
-            {e: [mean(bound[(e, v)]) for v in bd.FORESIGHT_VIOLATIONS] for e in intervals})
-
-
-def gap(stock: float, best: float, slack: float) -> float:
-    return (stock - slack) / (stock - best) if stock > best else float("nan")
+    for k, r in refs.items():
+        use = used(data[k], *windows[k])
+        for v in bd.FORESIGHT_VIOLATIONS:
+            r["foresight"][(every, v)] = bd.vpa_scores(use, foresight(use, every, v))
 
 
 def main(argv: list[str]) -> int:
@@ -72,17 +54,18 @@ def main(argv: list[str]) -> int:
         return 2
     if not points:
         ap.error("give at least one --point INTERVAL SLACK VIOLATION")
-    hour = pd.Timedelta("1h")
-    bd = scorer()
-    frontier, bounds = curves(sorted({hour, *(e for e, _, _ in points)}))
+    data, windows = suite(quick=False)
+    refs = references(data, windows)
+    keys = list(refs)
+    for every in {e for e, _, _ in points}:
+        with_foresight(refs, data, windows, every)
     print("| interval | slack | violation | slack / stock | gap (hourly foresight) | gap (own-interval foresight) |")
     print("|---|---|---|---|---|---|")
     for every, slack, violation in points:
-        stock = bd.slack_at_violation(frontier, violation)
-        hourly = bd.slack_at_violation(bounds[hour], violation)
-        own = bd.slack_at_violation(bounds[every], violation)
-        print(f"| {format_duration(every)} | {slack:.3f} | {violation:.3f} | {slack / stock:.3f} | {gap(stock, hourly, slack):.3f} "
-              f"| {gap(stock, own, slack):.3f} |")
+        hourly = judged((slack, violation), refs, keys, 24)  # the scorer's hourly foresight
+        own = judged((slack, violation), refs, keys, every)  # type: ignore[arg-type]  # keyed by the interval
+        print(f"| {format_duration(every)} | {slack:.3f} | {violation:.3f} | {hourly['vs_stock']:.3f} "
+              f"| {hourly['gap_closed']:.3f} | {own['gap_closed']:.3f} |")
     return 0
 
 
