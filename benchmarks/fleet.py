@@ -42,10 +42,14 @@ def write_state(c: SyntheticCluster, out: str, edit: Callable[[list[dict[str, An
 
 
 def timed_run(loop: Any, label: str) -> tuple[Any, dict[str, Any]]:
-    """(the run's report, its record: wall and CPU seconds, per-step seconds, counts, peak RSS so far)."""
+    """(the run's report, its record: wall and CPU seconds, per-step seconds, counts, peak RSS so far).
+    A loop that collects its garbage between runs (`collect_between_runs`, as serve's Runner sets it)
+    collects it after the run's timing, as the Runner does before it waits: "gc_after" holds those seconds."""
     t, cpu = time.perf_counter(), time.process_time()
     rep = loop.run_once()
-    return rep, {"label": label, "seconds": time.perf_counter() - t, "cpu": time.process_time() - cpu,
+    seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
+    gc_after = loop.collect_garbage() if getattr(loop, "collect_between_runs", False) else None
+    return rep, {"label": label, "seconds": seconds, "cpu": cpu, "gc_after": gc_after,
                  "outcome": rep.outcome, "steps": {x.name: round(x.seconds, 3) for x in rep.steps},
                  "vpa": len(rep.vpa), "hpa": len(rep.hpa), "nodes": len(rep.reclaim), "changes": len(rep.changes),
                  "skipped": len(rep.skipped), "detail": next((x.detail for x in rep.steps if x.name == "forecast"), ""),

@@ -2,7 +2,8 @@
 while holding the leader Lease when there is an elector; liveness and readiness for the probes.
 
 A replica that does not lead waits at most 5 s between tries, so a takeover after the leader dies
-is quick; it reports ready (it is healthy, just standing by).
+is quick; it reports ready (it is healthy, just standing by). The cyclic garbage of a run is collected
+after the run is handed over, in the idle time before the next one (`ServingLoop.collect_garbage`).
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ class Runner:
         self.last_run_ok = last_run_ok
         self.on_report = on_report
         self.interval = parse_duration(loop.settings.loop.interval).total_seconds()
+        loop.collect_between_runs = True  # the cyclic GC runs in the idle time after each run, not inside it
         self.stop = threading.Event()
         self._last_tick = time.monotonic()
 
@@ -59,6 +61,10 @@ class Runner:
             self._last_tick = time.monotonic()
             leading = self.elector is None or self.elector.try_acquire()
             if leading:
-                self.on_report(self.loop.run_once())
+                try:
+                    self.on_report(self.loop.run_once())
+                finally:
+                    took = self.loop.collect_garbage()
+                    log.debug("garbage of the run collected in %.2f s", took)
             self.stop.wait(self.loop.next_delay() if self.elector is None or self.elector.leading
                            else min(self.interval, 5.0))

@@ -55,3 +55,52 @@ def test_a_replica_without_the_lease_does_not_run_and_reports_ready(api, objects
     runner.run()
     assert reports == []  # pod-a holds the Lease: pod-b decided and wrote nothing
     assert runner.ready()  # standing by is healthy
+
+
+class Cycle:
+    """An object in a reference cycle: only the cyclic GC frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_the_cyclic_garbage_of_a_run_is_collected_after_the_run_is_handed_over_not_inside_it(objects, history):
+    import gc
+    import weakref
+
+    loop = loop_for(objects, history)
+    runner = Runner(loop, None, lambda: True, lambda rep: None)
+    seen: dict = {}
+
+    def tail_of_the_run(rep, ctx):  # an observer: the last thing a run does
+        garbage = Cycle()
+        seen["ref"] = weakref.ref(garbage)
+        seen["gc during the run"] = gc.isenabled()
+
+    def handed_over(rep):
+        seen["gc at hand-over"] = gc.isenabled()
+        seen["alive at hand-over"] = seen["ref"]() is not None
+        runner.stop.set()
+
+    loop.observers.append(tail_of_the_run)
+    runner.on_report = handed_over
+    assert gc.isenabled()
+    try:
+        runner.run()
+        assert seen["gc during the run"] is False and seen["gc at hand-over"] is False
+        assert seen["alive at hand-over"]  # nothing collected it inside the run
+        assert gc.isenabled()  # on again before the runner waits for the next run
+        assert seen["ref"]() is None  # and the run's cycle is gone
+        assert loop.collect_garbage() == 0.0  # nothing held any more
+    finally:
+        gc.enable()
+
+
+def test_a_run_outside_the_runner_turns_the_gc_on_again_itself(objects, history):
+    import gc
+
+    loop = loop_for(objects, history)
+    assert gc.isenabled()
+    loop.run_once()
+    assert gc.isenabled()  # one-shot commands (serve --once, replay) collect as before
+    assert loop.collect_garbage() == 0.0
