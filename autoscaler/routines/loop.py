@@ -235,7 +235,7 @@ class ServingLoop:
         end = hist.end
         if now is None:
             now = end + self.step
-            if min(y.index[0] for y in hist.series.values()) < now - window:
+            if hist.start < now - window:
                 hist = hist.window(now - window, None)
         if is_stale(end, now, self.stale_after):
             raise Freeze(f"history is stale: newest sample {end} is older than {self.settings.guardrails.stale_after} "

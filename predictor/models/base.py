@@ -76,11 +76,13 @@ class Forecaster(BaseEstimator):
 def check_series(y: pd.Series) -> pd.Series:
     if not isinstance(y, pd.Series) or not isinstance(y.index, pd.DatetimeIndex):
         raise TypeError("y must be a pandas Series on a DatetimeIndex")
-    if len(y) < 2 or y.notna().sum() < 2:
-        raise ValueError(f"history has {int(y.notna().sum())} values; at least 2 are needed")
+    v = y.to_numpy()
+    values = int(np.count_nonzero(~np.isnan(v))) if v.dtype.kind == "f" else int(y.notna().sum())
+    if len(y) < 2 or values < 2:
+        raise ValueError(f"history has {values} values; at least 2 are needed")
     if not y.index.is_monotonic_increasing:
         raise ValueError("history index must be sorted")
-    return y.astype("float64")
+    return y if y.dtype == np.float64 else y.astype("float64")  # models never write to y: no copy
 
 
 def infer_step(index: pd.DatetimeIndex) -> pd.Timedelta:

@@ -141,6 +141,11 @@ def test_window_cuts_like_masks_for_sorted_unsorted_and_empty_series(unit):
                 assert k not in w.series, (k, start, end)  # nothing finite there: left out, as before
                 continue
             pd.testing.assert_series_equal(w.series[k], want)
+        if "sorted" in w.series and "gappy" in w.series:  # one index before: one cut index after
+            assert w.series["sorted"].index is w.series["gappy"].index
+        if w.series:  # the first and last timestamps of any series (each as stored: sorted in serve)
+            assert w.end == max(y.index[-1] for y in w.series.values())
+            assert w.start == min(y.index[0] for y in w.series.values())
 
 
 def test_series_on_one_grid_share_one_index_and_keep_their_values():
