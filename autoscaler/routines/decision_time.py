@@ -68,6 +68,7 @@ class DecisionView(Mapping[str, Forecast]):
         self.raw: dict[str, dict[pd.Timestamp, tuple[np.ndarray, float]]] = {}
         self.expected = [k[1] for k in walks if k[0] == run.kind and k[1] in base]
         self.contexts: dict[str, pd.Series] = {}  # series -> its cut to the context, once a run
+        self.stale: dict[str, str] = {}  # series -> why its features are stale ("": they are not), once a run
 
     def __getitem__(self, sid: str) -> Forecast:
         if sid not in self.made:
@@ -98,7 +99,13 @@ class DecisionView(Mapping[str, Forecast]):
 
     def _stale_features(self, sid: str) -> str:
         """Why the series' latest samples cannot feed the model ("" when they can): the features
-        are the last minutes, so the sample just before the origin must be there."""
+        are the last minutes, so the sample just before the origin must be there. Once a run."""
+        why = self.stale.get(sid)
+        if why is None:
+            why = self.stale[sid] = self._staleness(sid)
+        return why
+
+    def _staleness(self, sid: str) -> str:
         y = self.run.history.series.get(sid)
         since = self.run.origin - self.run.step
         recent = y.to_numpy(dtype=float)[position(y.index, since):] if y is not None else []
@@ -124,7 +131,8 @@ class DecisionView(Mapping[str, Forecast]):
         cut = self.contexts.get(sid)
         if cut is None:
             y = self.run.history.series[sid]
-            cut = self.contexts[sid] = y.iloc[position(y.index, self.run.origin - CONTEXT):]  # y.index >= origin - CONTEXT
+            first = position(y.index, self.run.origin - CONTEXT)  # y.index >= origin - CONTEXT
+            cut = self.contexts[sid] = y.iloc[first:] if first else y  # serve's 8-day window is all context
         return cut
 
     def _batched(self, sid: str, model: DecisionTimeGBM) -> dict[pd.Timestamp, tuple[np.ndarray, float]]:

@@ -57,6 +57,7 @@ class SeriesLevel:
     raw: tuple[pd.Timestamp, np.ndarray | None] | None = None
     choice: RuleChoice = field(default_factory=RuleChoice)  # the model or the seasonal rule, once a UTC day
     served: TidalRequest | None = None  # the latest decision's request, held until the next
+    held: tuple[DecisionTimeGBM, TidalRequest] | None = None  # served, as the runs between decisions give it
 
 
 @dataclass
@@ -129,13 +130,15 @@ class TidalRun:
         if s is None:
             s = self.state.levels[sid] = SeriesLevel(BudgetLevel(budget))
         s.level.budget = float(budget)
-        last = y.index[-1] if len(y) else None
-        fresh = last is not None and last >= origin - m.step_
+        fresh = len(y) > 0 and position(y.index, origin - m.step_) < len(y)  # a sample since origin - step
         if fresh and s.last is not None and s.served is not None and not self.due(sid, s.last[0]):
-            t0, held = s.last[0], s.served
-            why = (f"{held.why}; decided at {t0:%H:%M} UTC, held until its next "
-                   f"decision at {self.next_decision(sid, t0):%H:%M} (one an interval)")
-            return TidalRequest(held.value, held.label, held.quantile, why), ""
+            if s.held is None or s.held[0] is not m:  # built once a decision (11 of 12 runs read it)
+                t0, served = s.last[0], s.served
+                why = (f"{served.why}; decided at {t0:%H:%M} UTC, held until its next "
+                       f"decision at {self.next_decision(sid, t0):%H:%M} (one an interval)")
+                s.held = (m, TidalRequest(served.value, served.label, served.quantile, why))
+            return s.held[1], ""
+        s.held = None
         self._learn(s, y)
         if s.raw is None or s.raw[0] != origin:
             made = self._batched(sid).get(sid) if fresh else None
@@ -143,6 +146,7 @@ class TidalRun:
         raw = s.raw[1]
         if raw is None:
             s.last = s.choice.last = s.served = None
+            last = y.index[-1] if len(y) else None
             return None, (f"{name}: no forecast at {origin} (newest sample {last}): "
                           f"the day-ahead forecast's window max serves")
         request = max(s.level.request(raw, m.quantiles), 0.0)

@@ -288,6 +288,16 @@ def test_a_series_whose_seasonal_rule_cost_less_is_served_the_rule_for_the_day(t
     held = recs(loop.run_once())[key]
     assert held.target == r.target and held.reason.model == "seasonal_rule"
     assert "held until its next decision" in held.reason.steps[0]
+    # the run after, still off its step: the same request and reason, naming the decision and the next one
+    slot = zlib.crc32(sid.encode()) % 12
+    after = nxt + STEP
+    if (after.value // STEP.value) % 12 == slot:
+        after += STEP
+    source.history = hist.window(None, after)
+    again = recs(loop.run_once())[key]
+    due = next(end + k * STEP for k in range(1, 13) if ((end + k * STEP).value // STEP.value) % 12 == slot)
+    assert again.target == r.target and again.reason.steps[0] == held.reason.steps[0]
+    assert f"decided at {end:%H:%M} UTC, held until its next decision at {due:%H:%M}" in again.reason.steps[0]
 
 
 def test_train_vpa_interval_sets_how_often_serve_decides_in_place(tidal, tmp_path):
