@@ -13,6 +13,7 @@ serve (the exact reading wins: "1.5" bytes is 2, never less than asked).
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from decimal import Decimal, InvalidOperation
@@ -52,6 +53,16 @@ def _split(value: str | int | float) -> tuple[Decimal, str]:
 
 def parse_quantity(value: str | int | float) -> Decimal:
     """`"250m"` -> 0.25, `"1Gi"` -> 1073741824, `2` -> 2; raises ValueError naming the text."""
+    if isinstance(value, str):
+        return _parse_text(value)
+    number, suffix = _split(value)
+    return number * _SUFFIX[suffix]
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> Decimal:
+    """A text quantity, read once: serve reads ~100,000 a run at 10,000 workloads, a few distinct ones
+    (Decimal is immutable; a text that does not parse raises each time, nothing is cached)."""
     number, suffix = _split(value)
     return number * _SUFFIX[suffix]
 

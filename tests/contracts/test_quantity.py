@@ -77,3 +77,16 @@ def test_the_binary_size_constants_are_what_the_suffixes_name():
 
     assert (parse_quantity("1Ki"), parse_quantity("1Mi"), parse_quantity("1Gi")) == (KIB, MIB, GIB)
     assert (format_bytes(3 * GIB), format_bytes(5 * MIB)) == ("3Gi", "5Mi")
+
+
+def test_a_text_read_again_gives_the_same_amount_and_a_bad_one_fails_every_time():
+    from contracts.quantity import parse_quantity, to_bytes, to_millicpu
+
+    for _ in range(2):  # the second reading comes from the cache of texts
+        assert to_millicpu("250m") == 250 and to_bytes("1Gi") == 2**30 and parse_quantity("1e-1") == parse_quantity("100m")
+        with pytest.raises(ValueError, match="does not parse"):
+            parse_quantity("12 cores")
+        with pytest.raises(ValueError, match="boolean"):
+            parse_quantity(True)  # type: ignore[arg-type]  # never read as the text or number 1
+        with pytest.raises(ValueError, match="does not parse"):
+            parse_quantity(["1"])  # type: ignore[arg-type]  # a malformed object: ValueError, not TypeError
