@@ -48,7 +48,7 @@ def timed_run(loop: Any, label: str) -> tuple[Any, dict[str, Any]]:
     t, cpu = time.perf_counter(), time.process_time()
     rep = loop.run_once()
     seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
-    gc_after = loop.collect_garbage() if getattr(loop, "collect_between_runs", False) else None
+    gc_after = loop.collect_garbage() if loop.collect_between_runs else None
     return rep, {"label": label, "seconds": seconds, "cpu": cpu, "gc_after": gc_after,
                  "outcome": rep.outcome, "steps": {x.name: round(x.seconds, 3) for x in rep.steps},
                  "vpa": len(rep.vpa), "hpa": len(rep.hpa), "nodes": len(rep.reclaim), "changes": len(rep.changes),

@@ -48,11 +48,11 @@ class History:
         grids: dict[int, tuple[pd.Index, int, int, pd.Index]] = {}  # id(index) -> (index, lo, hi, its cut)
         for k, s in self.series.items():
             ix, v = s.index, s.to_numpy()
-            g = grids.get(id(ix))
-            if (g is None or g[0] is not ix) and v.dtype == np.float64 and ix.is_monotonic_increasing:
-                lo, hi = _bounds(ix, start, end)
-                g = grids[id(ix)] = (ix, lo, hi, ix[lo:hi])
-            if g is not None and g[0] is ix and v.dtype == np.float64:
+            if v.dtype == np.float64 and ix.is_monotonic_increasing:  # (pandas caches the latter per index)
+                g = grids.get(id(ix))
+                if g is None or g[0] is not ix:
+                    lo, hi = _bounds(ix, start, end)
+                    g = grids[id(ix)] = (ix, lo, hi, ix[lo:hi])
                 s = pd.Series(v[g[1]:g[2]], index=g[3], name=s.name, copy=False)  # a view, as iloc's
             else:
                 s = _cut(s, start, end)
