@@ -32,6 +32,7 @@ PROFILE_DAYS = 7  # the plan's hourly peaks: the median of the same hour on this
 LOOK = 7  # days of the series' own past the plan is calibrated and chosen on
 PLAN_SHARE = 0.6  # the plan is calibrated to this share of the budget on its last week
 FACTORS = tuple(float(f) for f in np.round(np.arange(0.8, 2.001, 0.05), 3))  # plan multipliers tried
+_FACTORS = np.asarray(FACTORS)
 
 
 def blocks(peaks: np.ndarray, n: int) -> np.ndarray:
@@ -66,6 +67,18 @@ def blocks(peaks: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+def nanmedian_rows(x: np.ndarray) -> np.ndarray:
+    """`np.nanmedian(x, axis=1)` without its warning (NaN for a row of NaN), the same floats: the middle
+    of each row's sorted finite values, or the mean of the two middle ones (a sum halved, as numpy
+    does). numpy's own goes through masked arrays for a short row: ~7x slower."""
+    s = np.sort(x, axis=1)  # NaN last
+    count = np.isfinite(s).sum(axis=1)
+    hi = np.minimum(count // 2, x.shape[1] - 1)
+    lo = np.maximum(np.where(count % 2 == 1, hi, hi - 1), 0)
+    rows = np.arange(len(x))
+    return np.where(count > 0, (s[rows, lo] + s[rows, hi]) / 2.0, np.nan)  # type: ignore[no-any-return]
+
+
 def violation(usage: np.ndarray, request: np.ndarray) -> float:
     """Share of finite steps with usage over the request (NaN when none)."""
     u, r = np.asarray(usage, dtype=float), np.asarray(request, dtype=float)
@@ -82,11 +95,15 @@ def slack(usage: np.ndarray, request: np.ndarray) -> float:
 
 def multiplier(usage: np.ndarray, plan: np.ndarray, budget: float) -> float:
     """The smallest of `FACTORS` whose plan x factor keeps `usage` within `budget` (the largest when
-    none does)."""
-    for f in FACTORS:
-        if violation(usage, plan * f) <= budget:
-            return f
-    return FACTORS[-1]
+    none does). Every factor at once: each row is `violation(usage, plan * f)`, the same floats."""
+    u = np.asarray(usage, dtype=float)
+    r = np.asarray(plan, dtype=float)[None, :] * _FACTORS[:, None]
+    ok = np.isfinite(u)[None, :] & np.isfinite(r)
+    seen = ok.sum(axis=1)
+    with np.errstate(invalid="ignore"):  # 0 / 0: no step to judge, as `violation`'s NaN
+        rates = ((u[None, :] > r) & ok).sum(axis=1) / seen
+    within = np.flatnonzero(rates <= budget)
+    return FACTORS[int(within[0])] if len(within) else FACTORS[-1]
 
 
 def cost(usage: np.ndarray, request: np.ndarray, changes_per_day: float, violation_weight: float,
@@ -97,22 +114,65 @@ def cost(usage: np.ndarray, request: np.ndarray, changes_per_day: float, violati
 
 @dataclass(frozen=True)
 class DayDecision:
-    """A UTC day's restart-regime choice: its hourly requests (None: no plan and no stock target),
-    whether the plan was chosen (else the stock rule, hour by hour), and why."""
+    """A UTC day's restart-regime choice: its hourly requests (None: no plan and no stock target, or the
+    stock rule's not asked for), whether the plan was chosen (else the stock rule, hour by hour), and why."""
 
     values: np.ndarray | None
     planned: bool
     why: str
 
 
-class DayPlanner:
-    """One series' restart-regime requests, day by day (plans and stock targets memoised)."""
+@dataclass(frozen=True)
+class PlanMemo:
+    """What a planner worked out that the next day's decision reads again, kept compact between days
+    (serve holds one per restart-regime series): the plans and the hourly stock targets of the `LOOK`
+    days up to `last`, row k for day `last - (LOOK - 1 - k)` days (a plan row of NaN: no plan; `has`
+    says which rows were worked out)."""
 
-    def __init__(self, y: pd.Series, settings: VpaSettings, n: int) -> None:
+    n: int  # the plan's blocks: a memo of another `max_changes_per_day` is not read
+    last: int  # the newest day's nanoseconds
+    plans: np.ndarray  # LOOK x 24
+    stock: np.ndarray  # LOOK x 24
+    has: np.ndarray  # LOOK x 2 (plan, stock) bool
+
+
+class DayPlanner:
+    """One series' restart-regime requests, day by day (plans and stock targets memoised).
+
+    `known_until`: where the series' samples end when its newest day is still under way (serve: the
+    run's origin); a day's stock targets are kept for the next day's planner (`memo`) only when every
+    sample of the day was known. `carried`: an earlier planner's memo of the same series; what it holds
+    is read, not worked out again (serve's new day: 6 of the week's 7 days)."""
+
+    def __init__(self, y: pd.Series, settings: VpaSettings, n: int, known_until: pd.Timestamp | None = None,
+                 carried: PlanMemo | None = None) -> None:
         self.y, self.settings = y, settings
         self.n = max(1, n)  # every change a day is the plan's (keeping one back for a raise measured worse)
+        self.until = known_until
         self._plans: dict[int, np.ndarray | None] = {}  # by the day's nanoseconds
-        self._stock: dict[int, float] = {}  # by the hour's nanoseconds
+        self._stock: dict[int, np.ndarray] = {}  # by the day's nanoseconds: the target at each hour
+        if carried is not None and carried.n == self.n:
+            for k, day in enumerate(range(carried.last - (LOOK - 1) * DAY.value, carried.last + 1, DAY.value)):
+                if carried.has[k, 0]:
+                    plan = carried.plans[k]
+                    self._plans[day] = None if np.isnan(plan).all() else plan
+                if carried.has[k, 1]:
+                    self._stock[day] = carried.stock[k]
+
+    def memo(self, day: pd.Timestamp) -> PlanMemo:
+        """The plans and whole days' stock targets of the `LOOK` days up to `day`, for its next day."""
+        days = range(day.value - (LOOK - 1) * DAY.value, day.value + 1, DAY.value)
+        done = None if self.until is None else self.until.value
+        plans, stock = np.full((LOOK, 24), np.nan), np.full((LOOK, 24), np.nan)
+        has = np.zeros((LOOK, 2), dtype=bool)
+        for k, d in enumerate(days):
+            if d in self._plans:
+                has[k, 0] = True
+                if self._plans[d] is not None:
+                    plans[k] = self._plans[d]
+            if d in self._stock and (done is None or d + DAY.value <= done):
+                has[k, 1], stock[k] = True, self._stock[d]
+        return PlanMemo(self.n, day.value, plans, stock, has)
 
     # built on first use: serve's hourly stock target reads neither (~0.7 ms a series saved)
     @functools.cached_property
@@ -128,6 +188,22 @@ class DayPlanner:
     def _y_at(self) -> "_Lookup":
         return _Lookup(self.y)
 
+    @functools.cached_property
+    def _on_grid(self) -> bool:
+        """Every sample on the 5-minute grid and hours in UTC: an hour's peak is the max of its 12 steps."""
+        tz = getattr(self.y.index, "tz", None)
+        return (tz is None or str(tz) == "UTC") and not (self._y_at.ns % STEP.value).any()
+
+    def _peaks_at(self, hours: np.ndarray) -> np.ndarray:
+        """The peaks of the hours starting at `hours` (ns), NaN for an hour without a sample: `peaks` at
+        them, read from the samples when they sit on the grid (a resample of 9 days costs ~0.5 ms)."""
+        if not self._on_grid:
+            return self._peak_at(hours)
+        steps = self._y_at((hours[:, None] + np.arange(HOUR_NS // STEP.value, dtype=np.int64) * STEP.value).ravel())
+        with warnings.catch_warnings():  # an hour without a sample: NaN, as resample's max of none
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nanmax(steps.reshape(len(hours), -1), axis=1)  # type: ignore[no-any-return]
+
     def plan(self, day: pd.Timestamp) -> np.ndarray | None:
         """The day's N-block plan of hourly peaks, before calibration (None: under 2 past days)."""
         self._plan_days([day])
@@ -139,61 +215,64 @@ class DayPlanner:
         if not todo:
             return
         hours = (np.asarray(todo, dtype=np.int64)[:, None] + np.arange(24, dtype=np.int64) * HOUR_NS).ravel()
-        past = np.column_stack([self._peak_at(hours - d * DAY.value) for d in range(1, PROFILE_DAYS + 1)])
+        back = np.arange(1, PROFILE_DAYS + 1, dtype=np.int64) * DAY.value
+        past = self._peaks_at((hours[:, None] - back[None, :]).ravel()).reshape(len(hours), PROFILE_DAYS)
         enough = np.isfinite(past).sum(axis=1) >= 2
-        with warnings.catch_warnings():  # an hour with no past peak is NaN, as it was one day at a time
-            warnings.simplefilter("ignore", RuntimeWarning)
-            medians = np.nanmedian(past, axis=1) if enough.any() else np.full(len(past), np.nan)
+        medians = nanmedian_rows(past)  # an hour with no past peak is NaN, as it was one day at a time
         for k, day in enumerate(todo):
             ok = enough[24 * k: 24 * (k + 1)]
             self._plans[day] = blocks(np.where(ok, medians[24 * k: 24 * (k + 1)], np.nan), self.n) if ok.any() else None
 
     def stock(self, t: pd.Timestamp) -> float:
         """The stock VPA's target at `t` (8 days, 24 h half-life, p90 + 15%)."""
-        self._fill(np.asarray([t.value], dtype=np.int64))
-        return self._stock[t.value]
+        return float(self._stock_at(np.asarray([t.value], dtype=np.int64))[0])
 
     def stock_day(self, day: pd.Timestamp) -> np.ndarray:
         """The stock target at each hour of `day`."""
-        hours = day.value + np.arange(24, dtype=np.int64) * HOUR_NS
-        self._fill(hours)
-        return np.array([self._stock[h] for h in hours.tolist()])
+        self._fill([day.value])
+        return self._stock[day.value]
 
-    def _fill(self, hours: np.ndarray) -> None:
-        """The stock targets not yet known among `hours` (ns), all at once (`stock_rule`: a week's 168
-        hours cost 2.5 ms a series, one by one 90 ms)."""
-        todo = [h for h in hours.tolist() if h not in self._stock]
+    def _fill(self, days: list[int]) -> None:
+        """The stock targets of the days (ns) not yet known, every hour of them at once."""
+        todo = [d for d in days if d not in self._stock]
         if todo:
-            times = pd.to_datetime(np.asarray(todo, dtype=np.int64), unit="ns", utc=True)
-            tz = getattr(self.y.index, "tz", None)
-            times = times.tz_convert(tz) if tz is not None else times.tz_localize(None)
-            self._stock.update(zip(todo, stock_targets(self.y, times).tolist()))
+            got = self._stock_at((np.asarray(todo, dtype=np.int64)[:, None]
+                                  + np.arange(24, dtype=np.int64) * HOUR_NS).ravel())
+            self._stock.update(zip(todo, got.reshape(len(todo), 24)))
+
+    def _stock_at(self, times: np.ndarray) -> np.ndarray:
+        """The stock targets at `times` (ns) in one pass (`stock_rule`: a week's 168 hours cost 2.5 ms a
+        series, one by one 90 ms)."""
+        at = pd.to_datetime(times, unit="ns", utc=True)
+        tz = getattr(self.y.index, "tz", None)
+        return stock_targets(self.y, at.tz_convert(tz) if tz is not None else at.tz_localize(None))
 
     def usage(self, day: pd.Timestamp) -> np.ndarray:
         """The day's usage on the 5-minute grid (NaN where missing)."""
         return self._y_at(day.value + np.arange(DAY // STEP, dtype=np.int64) * STEP.value)
 
-    def decide(self, day: pd.Timestamp, budget: float) -> DayDecision:
-        """The day's choice between its plan and the stock rule."""
+    def decide(self, day: pd.Timestamp, budget: float, stock_today: bool = True) -> DayDecision:
+        """The day's choice between its plan and the stock rule (`stock_today` False: the stock rule's
+        hourly targets of the day are not worked out — serve reads each hour's when it comes)."""
         past = [day - d * DAY for d in range(1, LOOK + 1)]
         self._plan_days([day, *past])
         past = [d for d in past if self.plan(d) is not None]
         plan = self.plan(day)
         if plan is None or not past:
-            return DayDecision(self.stock_day(day), False, "no day plan yet (under 2 days of peaks): the stock rule")
+            return DayDecision(self.stock_day(day) if stock_today else None, False,
+                               "no day plan yet (under 2 days of peaks): the stock rule")
         u = np.concatenate([self.usage(d) for d in past])
         planned = np.concatenate([np.repeat(self.plan(d), 12) for d in past])  # type: ignore[arg-type]
         factor = multiplier(u, planned, PLAN_SHARE * budget)
         s = self.settings
         plan_cost = cost(u, planned * factor, len(set(plan)), s.violation_weight, s.change_weight)
-        self._fill((np.asarray([d.value for d in past], dtype=np.int64)[:, None]
-                    + np.arange(24, dtype=np.int64) * HOUR_NS).ravel())  # the week at once
+        self._fill([d.value for d in past])  # the week at once
         stocked = np.concatenate([np.repeat(self.stock_day(d), 12) for d in past])
         stock_cost = cost(u, stocked, 1.0, s.violation_weight, s.change_weight)
         costs = f"cost on the last {len(past)} d: plan {plan_cost:.3f}, stock {stock_cost:.3f}"
         if plan_cost <= stock_cost or not np.isfinite(stock_cost):
             return DayDecision(plan * factor, True, f"day plan in {len(set(plan))} block(s) x{factor:g} ({costs})")
-        return DayDecision(self.stock_day(day), False, f"the stock rule ({costs})")
+        return DayDecision(self.stock_day(day) if stock_today else None, False, f"the stock rule ({costs})")
 
 
 class _Lookup:

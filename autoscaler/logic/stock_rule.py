@@ -11,11 +11,14 @@ sample is picked. The weights come from a table per lag when the timestamps sit 
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
 from predictor.decaying_histogram import cdf_quantiles, decaying_cdf
 
+UNITS = ["s", "ms", "us", "ns"]  # coarse to fine: a difference of two datetimes is in the finer unit
 WINDOW = pd.Timedelta("8D")  # the stock recommender's history
 CELLS = 50_000  # samples x times per block (~400 kB an array, in the processor's cache: 2.5 ms a series' week, not 7)
 
@@ -28,9 +31,11 @@ def stock_targets(y: pd.Series, times: pd.DatetimeIndex, half_life_hours: float 
     ok = np.isfinite(values)
     if not ok.any() or not len(times):
         return np.full(len(times), np.nan)
-    unit = (pd.Timestamp(times[0]) - y.index[:1]).unit  # the unit the per-call subtraction works in
-    ts = np.asarray(pd.DatetimeIndex(y.index[ok]).as_unit(unit).asi8)
-    at = np.asarray(pd.DatetimeIndex(times).as_unit(unit).asi8)
+    index, times = pd.DatetimeIndex(y.index), pd.DatetimeIndex(times)
+    unit = max(index.unit, times.unit, key=UNITS.index)  # the unit the per-call subtraction works in
+    ts = np.asarray(index.as_unit(unit).asi8)
+    ts = ts if ok.all() else ts[ok]
+    at = np.asarray(times.as_unit(unit).asi8)
     window = int(WINDOW / pd.Timedelta(1, unit=unit))
     base = int(ts.min())
     grid = int(np.gcd.reduce(np.concatenate([ts - base, at - base, [window]])))
@@ -38,13 +43,13 @@ def stock_targets(y: pd.Series, times: pd.DatetimeIndex, half_life_hours: float 
         return np.array([_one(values[ok], ts, t, window, unit, half_life_hours, percentile) for t in at]) * (1 + margin)
     order = np.argsort(values[ok], kind="stable")
     v, ti, ai = values[ok][order], (ts[order] - base) // grid, (at - base) // grid
-    # each lag's weight (0 outside the window), once for the series: pandas' total_seconds is a
-    # fixed cost per call
+    # each lag's weight (0 outside the window), from the grid's table of ages (pandas' total_seconds
+    # is a fixed cost per call: once a grid, not once a series)
     low = int(ai.min() - ti.max())
     lags = np.arange(low, int(ai.max() - ti.min()) + 1, dtype=np.int64)
     inside = (lags > 0) & (lags * grid <= window)
     table = np.zeros(len(lags))
-    table[inside] = np.power(2.0, -_hours(lags[inside] * grid, unit) / half_life_hours)
+    table[inside] = _weights(window // grid, grid, unit, half_life_hours)[lags[inside] - 1]
     out = np.full(len(at), np.nan)
     rows = max(1, CELLS // len(v))  # blocks of times that stay in the processor's cache
     for lo in range(0, len(ai), rows):
@@ -53,6 +58,14 @@ def stock_targets(y: pd.Series, times: pd.DatetimeIndex, half_life_hours: float 
         if cols.any():
             out[lo: lo + rows] = _block(v[cols], table[part[None, :] - (ti[cols] + low)[:, None]], percentile)
     return out * (1 + margin)
+
+
+@functools.lru_cache(maxsize=32)
+def _weights(steps: int, grid: int, unit: str, half_life_hours: float) -> np.ndarray:
+    """The weight at each age of 1..`steps` grid units, once per grid (the same for every series on it)."""
+    w = np.power(2.0, -_hours(np.arange(1, steps + 1, dtype=np.int64) * grid, unit) / half_life_hours)
+    w.flags.writeable = False
+    return w  # type: ignore[no-any-return]
 
 
 def _block(v: np.ndarray, weights: np.ndarray, q: float) -> np.ndarray:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from autoscaler.logic.day_plan import DayPlanner
+from autoscaler.logic.day_plan import DayPlanner, PlanMemo
 from autoscaler.logic.decide_vpa import TidalRequest
 from autoscaler.logic.rule_choice import RuleChoice, describe_rule, rule_request
 from autoscaler.settings import VpaSettings
@@ -69,6 +69,7 @@ class DayChoice:
     why: str
     stock: dict[pd.Timestamp, float] = field(default_factory=dict)  # hour -> the stock target, once an hour
     last: float | None = None  # the request last given (held while the next day's plan waits)
+    memo: PlanMemo | None = None  # the week's plans and stock targets, read again by the next day's plan
 
 
 @dataclass
@@ -210,12 +211,15 @@ class TidalRun:
 
     def _day_plan(self, sid: str, y: pd.Series, budget: float) -> tuple[TidalRequest | None, str]:
         day, hour = self.day, self.hour  # once a run, not once a series
+        choice = self.state.plans.get(sid)
+        carried = None if choice is None else choice.memo  # the last plan's week: 6 of the 7 days read again
+
         @functools.cache
         def planner() -> DayPlanner:  # built only when deciding, once a run (most runs read a kept plan)
-            near = y[(y.index >= self.origin - CONTEXT) & (y.index < self.origin)]
-            return DayPlanner(near, self.settings, self.settings.max_changes_per_day)
+            near = y.iloc[position(y.index, self.origin - CONTEXT): position(y.index, self.origin)]  # sorted
+            return DayPlanner(near, self.settings, self.settings.max_changes_per_day, known_until=self.origin,
+                              carried=carried)
 
-        choice = self.state.plans.get(sid)
         if choice is None or choice.day != day:
             cap = self.settings.day_plans_per_run
             if choice is not None and choice.last is not None and self.made >= cap:  # a later run plans it
@@ -223,9 +227,10 @@ class TidalRun:
                     f"restart regime: the day plan for {day.date()} waits for a later run ({self.made} plans made "
                     f"this run, vpa.day_plans_per_run {cap}): the request of {choice.day.date()} holds "
                     f"({choice.why})")), ""
-            d = planner().decide(day, budget)
+            d = planner().decide(day, budget, stock_today=False)
             self.made += 1
-            choice = self.state.plans[sid] = DayChoice(day, d.values if d.planned else None, d.why)
+            choice = self.state.plans[sid] = DayChoice(day, d.values if d.planned else None, d.why,
+                                                       memo=planner().memo(day))
         if choice.values is None and hour not in choice.stock:
             choice.stock = {hour: planner().stock(hour)}
         value = choice.stock[hour] if choice.values is None else float(choice.values[hour.hour])

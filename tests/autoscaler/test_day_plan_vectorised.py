@@ -72,10 +72,8 @@ class Reference(DayPlanner):
                 profile = np.where(enough, np.nanmedian(past, axis=1) if enough.any() else np.nan, np.nan)
             self._plans[day.value] = blocks_loop(profile, self.n) if enough.any() else None
 
-    def _fill(self, hours: np.ndarray) -> None:
-        for h in hours.tolist():
-            if h not in self._stock:
-                self._stock[h] = stock_one(self.y, pd.Timestamp(h, tz="UTC"))
+    def _stock_at(self, times: np.ndarray) -> np.ndarray:
+        return np.array([stock_one(self.y, pd.Timestamp(h, tz="UTC")) for h in times.tolist()])
 
     def usage(self, day: pd.Timestamp) -> np.ndarray:
         return self.y.reindex(pd.date_range(day, day + DAY, freq=STEP, inclusive="left")).to_numpy(dtype=float)
