@@ -26,7 +26,7 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SCRIPT = r'''
-import json, os, resource, subprocess, sys, time
+import dataclasses, json, os, resource, subprocess, sys, time
 import pandas as pd
 from benchmarks.fleet import advance, offline_fleet, timed_run, write_state
 from studies.demo import MemorySource
@@ -110,11 +110,17 @@ minutes += 15
 if regime == "restart":
     # a new UTC day re-plans every series: each kept plan is dated the day before, as at midnight (the
     # same day planned again from the same history: the same numbers, the same work), and the runs go
-    # on until every plan is made, vpa.day_plans_per_run a run
+    # on until every plan is made, vpa.day_plans_per_run a run. Each series' memo of its week loses what
+    # a new day's planner has to make (the day's plan, the stock targets of the day before); it also
+    # makes the oldest day's, which a real new day finds in its memo: one day's work more, not less
     plans = loop.decision_time.tidal.plans
     today = next(iter(plans.values())).day
     for choice in plans.values():
         choice.day = today - pd.Timedelta("1D")
+        if choice.memo is not None:
+            has = choice.memo.has.copy()
+            has[-1, 0] = has[-2, 1] = False
+            choice.memo = dataclasses.replace(choice.memo, has=has)
     cap, day_runs = s.vpa.day_plans_per_run, []
     while any(ch.day != today for ch in plans.values()) and len(day_runs) < 100:
         advance(hist, c.step)

@@ -142,7 +142,7 @@ class DayPlanner:
     `known_until`: where the series' samples end when its newest day is still under way (serve: the
     run's origin); a day's stock targets are kept for the next day's planner (`memo`) only when every
     sample of the day was known. `carried`: an earlier planner's memo of the same series; what it holds
-    is read, not worked out again (serve's new day: 6 of the week's 7 days)."""
+    is read, not worked out again (serve's new day: all but the day's plan and yesterday's stock targets)."""
 
     def __init__(self, y: pd.Series, settings: VpaSettings, n: int, known_until: pd.Timestamp | None = None,
                  carried: PlanMemo | None = None) -> None:
@@ -172,6 +172,8 @@ class DayPlanner:
                     plans[k] = self._plans[d]
             if d in self._stock and (done is None or d + DAY.value <= done):
                 has[k, 1], stock[k] = True, self._stock[d]
+        for a in (plans, stock, has):  # read by the next day's planner as its own: never changed
+            a.flags.writeable = False
         return PlanMemo(self.n, day.value, plans, stock, has)
 
     # built on first use: serve's hourly stock target reads neither (~0.7 ms a series saved)

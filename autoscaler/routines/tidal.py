@@ -15,10 +15,12 @@ by run, when the registry's "vpa" decision-time model is the hour-peak model and
   a UTC day the rule cost less over the series' last 7 days it serves, the level still learning from
   the model's own request.
 - Restart: `logic/day_plan.DayPlanner`'s plan for the UTC day, decided once a day per series (the
-  stock rule's hourly target when it won, re-read each hour); the change cap applies after it. A run
-  makes at most `vpa.day_plans_per_run` plans of a new day: a series over that keeps the request it
+  stock rule's hourly target when it won, re-read each hour at the series' own 5-minute step of it,
+  `slot`'s hash, the previous hour's held until then); the change cap applies after it. A run makes at most `vpa.day_plans_per_run` plans of a new day: a series over that keeps the request it
   was last given (no change) until a later run plans it, so a new day's plans spread over its first
-  runs. A series never planned is planned at once (`forecast_budget` already spreads those).
+  runs. A series never planned is planned at once (`forecast_budget` already spreads those). Each
+  choice keeps its planner's week (`PlanMemo`): the next day's planner reads it, so a new day costs
+  one plan and one day of stock targets a series, not eight plans and seven days.
 
 The levels and plans are the loop's state, kept between runs like the decision-time walks.
 """
@@ -41,6 +43,7 @@ from predictor.pipeline.calibration import PEAK_LEVELS, BudgetLevel
 from predictor.pipeline.decision import raw_at_origin
 from predictor.timestamps import epoch_ns, position
 
+HOUR, STEP = pd.Timedelta("1h"), pd.Timedelta("5min")  # the stock rule's targets: hourly, read on a 5-minute step
 CONTEXT = pd.Timedelta("9D")  # history a raw forecast reads (a week ago + a day of level); serve fetches 8d
 HOUR_PEAK = "hour_peak"  # the DecisionTimeGBM features serve's VPA reads
 
@@ -197,6 +200,19 @@ class TidalRun:
             made.update(raw_at_origin(self.model, {k: series[k] for k in want}, self.origin, fresh_only=True))
         return made
 
+    @staticmethod
+    def _stock_step(sid: str) -> int:
+        """The series' own 5-minute step of the hour, where it reads the stock rule's hourly target."""
+        return zlib.crc32(sid.encode()) % (HOUR // STEP)
+
+    def _stock_due(self, sid: str, held: dict[pd.Timestamp, float]) -> bool:
+        """Whether a series the stock rule serves reads this hour's target now: at its own step of the
+        hour, so that the fleet's reads (~0.6 ms each) spread over the hour instead of piling on its
+        first run; at once when it holds none of the hour before (new today, or runs were missed)."""
+        if next(iter(held), None) != self.hour - HOUR:
+            return True
+        return (self.origin - self.hour) // STEP >= self._stock_step(sid)
+
     def _learn(self, s: SeriesLevel, y: pd.Series) -> None:
         """The steps since the previous decision against its request; the level moves per interval."""
         if s.last is not None:
@@ -212,7 +228,7 @@ class TidalRun:
     def _day_plan(self, sid: str, y: pd.Series, budget: float) -> tuple[TidalRequest | None, str]:
         day, hour = self.day, self.hour  # once a run, not once a series
         choice = self.state.plans.get(sid)
-        carried = None if choice is None else choice.memo  # the last plan's week: 6 of the 7 days read again
+        carried = None if choice is None else choice.memo  # its last week: a new day makes one plan, one stock day
 
         @functools.cache
         def planner() -> DayPlanner:  # built only when deciding, once a run (most runs read a kept plan)
@@ -231,12 +247,17 @@ class TidalRun:
             self.made += 1
             choice = self.state.plans[sid] = DayChoice(day, d.values if d.planned else None, d.why,
                                                        memo=planner().memo(day))
-        if choice.values is None and hour not in choice.stock:
+        if choice.values is None and hour not in choice.stock and self._stock_due(sid, choice.stock):
             choice.stock = {hour: planner().stock(hour)}
-        value = choice.stock[hour] if choice.values is None else float(choice.values[hour.hour])
+        if choice.values is None:
+            at, value = next(iter(choice.stock.items()))
+        else:
+            at, value = hour, float(choice.values[hour.hour])
         if not np.isfinite(value):
             return None, f"restart regime: no day plan nor stock target for {day.date()} ({choice.why})"
         what = "the stock rule's target" if choice.values is None else "the day plan's request"
-        why = f"restart regime: {what} for {hour:%H}:00 UTC: {choice.why}"
+        later = "" if at == hour else (f" (the {hour:%H}:00 one is read at this series' step of the hour, "
+                                       f"{hour + self._stock_step(sid) * STEP:%H:%M})")
+        why = f"restart regime: {what} for {at:%H}:00 UTC{later}: {choice.why}"
         choice.last = max(value, 0.0)
         return TidalRequest(choice.last, "day_plan", None, why), ""

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autoscaler.logic.day_plan import DAY, PROFILE_DAYS, STEP, DayPlanner, blocks
+from autoscaler.logic.day_plan import (DAY, FACTORS, LOOK, PROFILE_DAYS, STEP, DayPlanner, blocks, multiplier,
+                                       nanmedian_rows, violation)
 from autoscaler.logic.stock_rule import stock_targets
 from autoscaler.logic.vpa import vpa_default_request
 from autoscaler.settings import VpaSettings
@@ -149,3 +150,97 @@ def test_day_plans_on_synthetic_series_are_unchanged():
         y = synthetic(seed)
         days = [y.index[0].floor("D") + k * DAY for k in (2, 9, 12, 15)]
         assert same_decisions(y, days) >= 1
+
+
+def test_day_plans_off_the_five_minute_grid_are_unchanged():
+    """Samples off the grid (jittered) or finer than it (every minute): the hourly peaks come from the
+    resample, not from the 12 steps of an hour, and the decisions are the reference's still."""
+    y = synthetic(3, jitter=True)
+    same_decisions(y, [y.index[0].floor("D") + k * DAY for k in (9, 12)])
+    fine = synthetic(4)
+    fine.index = fine.index[0] + (fine.index - fine.index[0]) / 5  # one sample a minute, the same values
+    planner = DayPlanner(fine, VpaSettings(), 3)
+    assert not planner._on_grid
+    same_decisions(fine, [fine.index[0].floor("D") + k * DAY for k in (2, 3)])
+
+
+def loop_multiplier(usage: np.ndarray, plan: np.ndarray, budget: float) -> float:
+    """`multiplier` as written before: one factor at a time."""
+    for f in FACTORS:
+        if violation(usage, plan * f) <= budget:
+            return f
+    return FACTORS[-1]
+
+
+def test_the_plans_calibration_tries_every_factor_at_once_with_the_same_answer():
+    rng = np.random.default_rng(11)
+    seen = set()
+    for _ in range(300):
+        u = np.round(rng.gamma(2, 1, 2016), 2)
+        plan = np.round(u * rng.uniform(0.5, 1.3) + rng.gamma(1, 0.2, 2016), 2)  # a plan near the usage
+        u[rng.random(2016) < 0.1], plan[rng.random(2016) < 0.05] = np.nan, np.nan
+        budget = float(rng.choice([0.0, 0.01, 0.03, 0.05, 0.2]))
+        got = multiplier(u, plan, budget)
+        assert got == loop_multiplier(u, plan, budget)
+        seen.add(got)
+    assert FACTORS[-1] in seen and len(seen) > 5  # the largest (none fits) and many in between
+    nothing = np.full(10, np.nan)
+    assert multiplier(nothing, np.ones(10), 0.05) == loop_multiplier(nothing, np.ones(10), 0.05) == FACTORS[-1]
+
+
+def test_the_median_of_each_hours_past_peaks_is_numpys():
+    rng = np.random.default_rng(3)
+    x = np.round(rng.gamma(2, 1, (500, PROFILE_DAYS)), 1)  # ties
+    x[rng.random(x.shape) < 0.3] = np.nan
+    x[:7] = np.nan  # rows without a value
+    x[7:14, :1] = 5.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want = np.nanmedian(x, axis=1)
+    np.testing.assert_array_equal(nanmedian_rows(x), want)  # to the bit, NaN where a row has none
+
+
+class Counting(DayPlanner):
+    """Counts the stock targets and the plans it works out itself."""
+
+    def __init__(self, *a, **k) -> None:  # type: ignore[no-untyped-def]
+        self.stock_hours = 0
+        self.planned_days: list[int] = []
+        super().__init__(*a, **k)
+
+    def _stock_at(self, times: np.ndarray) -> np.ndarray:
+        self.stock_hours += len(times)
+        return super()._stock_at(times)
+
+    def _plan_days(self, days: list[pd.Timestamp]) -> None:
+        self.planned_days += [d.value for d in days if d.value not in self._plans]
+        super()._plan_days(days)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_planner_reading_yesterdays_memo_decides_as_a_fresh_one_and_works_out_one_day(seed):
+    """Serve's new UTC day: the planner of yesterday's first run hands its week on (`memo`); today's
+    planner reads 6 of its days and makes only today's plan and yesterday's stock targets, to the very
+    decision a planner without the memo makes on the same samples. A memo keeps no stock targets of a
+    day still under way, and one of another number of blocks is not read."""
+    y, s = synthetic(seed), VpaSettings()
+    for k in (9, 12, 15):
+        day = y.index[0].floor("D") + k * DAY
+        before = day - DAY + STEP  # yesterday's first run, 5 minutes past midnight
+        prev = DayPlanner(y[y.index < before], s, 3, known_until=before)
+        prev.decide(day - DAY, 0.05, stock_today=False)
+        memo = prev.memo(day - DAY)
+        assert memo.has[-1, 0] and not memo.has[-1, 1]  # the day's plan; its stock targets not yet known
+        assert memo.has[:-1].all()  # the 6 days before it: plans and stock targets
+        origin = day + STEP
+        seen = y[y.index < origin]
+        fresh = Counting(seen, s, 3, known_until=origin)
+        carried = Counting(seen, s, 3, known_until=origin, carried=memo)
+        a, b = fresh.decide(day, 0.05, stock_today=False), carried.decide(day, 0.05, stock_today=False)
+        assert (a.planned, a.why) == (b.planned, b.why)
+        np.testing.assert_array_equal(a.values, b.values)
+        assert fresh.stock_hours == LOOK * 24 and len(fresh.planned_days) == LOOK + 1
+        assert carried.stock_hours == 24 and carried.planned_days == [day.value]  # yesterday's stock, today's plan
+        other = Counting(seen, s, 2, known_until=origin, carried=memo)
+        other.decide(day, 0.05, stock_today=False)
+        assert other.stock_hours == LOOK * 24 and len(other.planned_days) == LOOK + 1

@@ -10,6 +10,7 @@ import zlib
 import pandas as pd
 import pytest
 
+from autoscaler.logic.day_plan import DayPlanner
 from autoscaler.logic.vpa import pod_peaks_range
 from autoscaler.output.sinks import DryRunSink
 from autoscaler.routines.loop import OK, ServingLoop
@@ -161,6 +162,7 @@ def test_a_new_days_plans_spread_over_runs_under_day_plans_per_run(tidal):
         held = {key[0] for key in waiting} - {key[0] for key in now if key not in waiting}
         assert not any(ch.key in held for ch in rep.changes)  # a VPA all of whose requests hold is not written
     assert all(ch.day == day for ch in plans.values())
+    assert all(ch.memo is not None and ch.memo.last == day.value for ch in plans.values())  # the week, for tomorrow
     free, free_source = loop_on(objects, hist.window(None, day - HOUR), reg)
     free.run_once()
     free_source.history = source.history
@@ -333,3 +335,42 @@ def test_train_refuses_a_vpa_interval_off_the_step_in_one_line(tmp_path, interva
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith("tidewise train: error: --vpa-interval"), proc.stderr
     assert not (tmp_path / "models").exists()
+
+
+def test_series_the_stock_rule_serves_read_each_hours_target_at_their_own_step(tidal):
+    """Restart regime, the stock rule chosen (changes priced high, so no plan wins): runs 5 minutes apart
+    through an hour. Each series reads the new hour's stock target at the step of the hour its id
+    hashes to (crc32 mod 12), holding the previous hour's until then and saying when it reads, so the
+    fleet's reads spread over the hour; the target it reads is the stock rule's for that hour."""
+    c, hist, reg = tidal
+    start = END - HOUR - STEP  # the first run's origin: 22:55, so the loop's hour turns at the next run
+    loop, source = loop_on(regimed(cluster_objects(c), "Recreate"), hist.window(None, start), reg)
+    loop.settings.vpa.change_weight = 100.0
+    first = recs(loop.run_once())
+    plans = loop.decision_time.tidal.plans
+    assert plans and all(ch.values is None for ch in plans.values())  # every series on the stock rule
+    assert all("the stock rule's target for 22:00 UTC: the stock rule" in r.reason.steps[0] for r in first.values())
+    hour = END - HOUR
+    read: dict[str, pd.Timestamp] = {}
+    for i in range(1, 13):
+        origin = start + i * STEP
+        source.history = hist.window(None, origin)
+        got = recs(loop.run_once())
+        for (key, ctr, res), r in got.items():
+            _, ns, name = key.split("/")
+            sid = f"{ns}/Deployment/{name}/{ctr}/{res}"
+            step = zlib.crc32(sid.encode()) % 12
+            due = hour + step * STEP
+            if origin >= due:  # this run's step of the hour is at or past the series' own
+                read.setdefault(sid, origin)
+                assert r.reason.steps[0].startswith("restart regime: the stock rule's target for 23:00 UTC: "), r.reason.steps
+                assert list(plans[sid].stock) == [hour]
+            else:
+                assert r.reason.steps[0].startswith(
+                    f"restart regime: the stock rule's target for 22:00 UTC (the 23:00 one is read at this series' "
+                    f"step of the hour, {due:%H:%M}): "), r.reason.steps[0]
+                assert r.target == first[(key, ctr, res)].target  # the previous hour's, held
+    assert set(read) == set(plans) and len(set(read.values())) > 1  # every series read it, not all in one run
+    for sid, ch in plans.items():
+        y = hist.series[sid]
+        assert ch.stock[hour] == DayPlanner(y[y.index < END], loop.settings.vpa, 3).stock(hour)
