@@ -1,0 +1,71 @@
+"""The restart regime's per-series costs in serve (issue 24, BENCHMARKS.md "a new day's plans"): a new UTC
+day's `DayPlanner.decide` without and with the week its series kept from the day before (`PlanMemo`), and
+the stock rule's hourly re-read, as `autoscaler/routines/tidal.py` makes them (the history cut by
+position to its 9-day context, the run's origin 5 minutes past the hour), on the benchmark fleet's
+synthetic series (`benchmarks.fleet`).
+
+    python -m benchmarks.day_plan_cost [--series 400]
+
+prints CPU milliseconds a series for each, and how many of the series the plan and the stock rule won
+(a few seconds).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Callable
+
+import pandas as pd
+
+from autoscaler.logic.day_plan import DAY, DayPlanner
+from autoscaler.routines.tidal import CONTEXT
+from autoscaler.settings import ServeSettings
+from benchmarks.fleet import offline_fleet
+from predictor.timestamps import position
+
+FIVE = pd.Timedelta("5min")
+
+
+def per_series(series: list[pd.Series], work: Callable[[pd.Series, int], object]) -> tuple[float, list[object]]:
+    """CPU milliseconds a series of `work(y, k)` over `series`, and what it returned."""
+    t = time.process_time()
+    out = [work(y, k) for k, y in enumerate(series)]
+    return (time.process_time() - t) / len(series) * 1000, out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.day_plan_cost", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--series", type=int, default=400, help="series of the fleet to time (default 400)")
+    a = ap.parse_args(argv)
+    c, hist = offline_fleet(max(1, a.series // 2), 5, days=10)
+    series = list(hist.series.values())[: a.series]
+    vpa, n = ServeSettings().vpa, ServeSettings().vpa.max_changes_per_day
+    today = c.index()[-1].floor("D")
+    origin, before = today + FIVE, today - DAY + FIVE  # the first runs of today and of yesterday
+
+    def near(y: pd.Series, at: pd.Timestamp) -> pd.Series:
+        return y.iloc[position(y.index, at - CONTEXT): position(y.index, at)]
+
+    def yesterday(y: pd.Series, _: int) -> object:
+        p = DayPlanner(near(y, before), vpa, n, known_until=before)
+        p.decide(before.floor("D"), vpa.violation_budget, stock_today=False)
+        return p.memo(before.floor("D"))
+
+    _, memos = per_series(series, yesterday)
+    rows = []
+    for label, carried in (("a new day's plan, the whole week worked out", False),
+                           ("a new day's plan, with the week kept from yesterday", True)):
+        ms, got = per_series(series, lambda y, k: DayPlanner(
+            near(y, origin), vpa, n, known_until=origin, carried=memos[k] if carried else None).decide(  # type: ignore[arg-type]
+                today, vpa.violation_budget, stock_today=False))
+        planned = sum(d.planned for d in got)  # type: ignore[attr-defined]
+        rows.append(f"| {label} | {ms:.2f} | plan {planned}, stock rule {len(got) - planned} |")
+    hour = origin.floor("h")
+    ms, _ = per_series(series, lambda y, _: DayPlanner(near(y, origin), vpa, n, known_until=origin).stock(hour))
+    rows.append(f"| the stock rule's target for the hour (read once an hour a series it serves) | {ms:.2f} | |")
+    print(f"{len(series)} series of 10 days, the first run of {today.date()}:\n")
+    print("| per series | CPU ms | choices |\n|---|---|---|\n" + "\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
