@@ -55,9 +55,12 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for label, carried in (("a new day's plan, the whole week worked out", False),
                            ("a new day's plan, with the week kept from yesterday", True)):
-        ms, got = per_series(series, lambda y, k: DayPlanner(
-            near(y, origin), vpa, n, known_until=origin, carried=memos[k] if carried else None).decide(  # type: ignore[arg-type]
-                today, vpa.violation_budget, stock_today=False))
+        def today_plan(y: pd.Series, k: int, carried: bool = carried) -> object:
+            memo = memos[k] if carried else None
+            planner = DayPlanner(near(y, origin), vpa, n, known_until=origin, carried=memo)  # type: ignore[arg-type]
+            return planner.decide(today, vpa.violation_budget, stock_today=False)
+
+        ms, got = per_series(series, today_plan)
         planned = sum(d.planned for d in got)  # type: ignore[attr-defined]
         rows.append(f"| {label} | {ms:.2f} | plan {planned}, stock rule {len(got) - planned} |")
     hour = origin.floor("h")

@@ -363,7 +363,8 @@ def test_series_the_stock_rule_serves_read_each_hours_target_at_their_own_step(t
             due = hour + step * STEP
             if origin >= due:  # this run's step of the hour is at or past the series' own
                 read.setdefault(sid, origin)
-                assert r.reason.steps[0].startswith("restart regime: the stock rule's target for 23:00 UTC: "), r.reason.steps
+                first_step = r.reason.steps[0]
+                assert first_step.startswith("restart regime: the stock rule's target for 23:00 UTC: "), first_step
                 assert list(plans[sid].stock) == [hour]
             else:
                 assert r.reason.steps[0].startswith(

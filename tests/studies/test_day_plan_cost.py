@@ -7,9 +7,10 @@ from benchmarks.day_plan_cost import main
 def test_the_day_plan_cost_benchmark_times_both_planners_making_the_same_choices(capsys):
     main(["--series", "12"])
     out = capsys.readouterr().out
-    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in out.splitlines() if line.startswith("| a ")
-            or line.startswith("| the stock")}
-    fresh, kept = rows["a new day's plan, the whole week worked out"], rows["a new day's plan, with the week kept from yesterday"]
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in out.splitlines()
+            if line.startswith(("| a ", "| the stock"))}
+    fresh = rows["a new day's plan, the whole week worked out"]
+    kept = rows["a new day's plan, with the week kept from yesterday"]
     assert float(fresh[1]) > 0 and float(kept[1]) > 0
     assert fresh[2] == kept[2] and "plan " in fresh[2] and "stock rule " in fresh[2]  # the same choices
     assert "the stock rule's target for the hour (read once an hour a series it serves)" in rows
