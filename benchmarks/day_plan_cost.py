@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
         return y.iloc[position(y.index, at - CONTEXT): position(y.index, at)]
 
     def yesterday(y: pd.Series, _: int) -> object:
-        p = DayPlanner(near(y, before), vpa, n, known_until=before)
+        p = DayPlanner(near(y, before), vpa, n)
         p.decide(before.floor("D"), vpa.violation_budget, stock_today=False)
         return p.memo(before.floor("D"))
 
@@ -57,14 +57,14 @@ def main(argv: list[str] | None = None) -> None:
                            ("a new day's plan, with the week kept from yesterday", True)):
         def today_plan(y: pd.Series, k: int, carried: bool = carried) -> object:
             memo = memos[k] if carried else None
-            planner = DayPlanner(near(y, origin), vpa, n, known_until=origin, carried=memo)  # type: ignore[arg-type]
+            planner = DayPlanner(near(y, origin), vpa, n, carried=memo)  # type: ignore[arg-type]
             return planner.decide(today, vpa.violation_budget, stock_today=False)
 
         ms, got = per_series(series, today_plan)
         planned = sum(d.planned for d in got)  # type: ignore[attr-defined]
         rows.append(f"| {label} | {ms:.2f} | plan {planned}, stock rule {len(got) - planned} |")
     hour = origin.floor("h")
-    ms, _ = per_series(series, lambda y, _: DayPlanner(near(y, origin), vpa, n, known_until=origin).stock(hour))
+    ms, _ = per_series(series, lambda y, _: DayPlanner(near(y, origin), vpa, n).stock(hour))
     rows.append(f"| the stock rule's target for the hour (read once an hour a series it serves) | {ms:.2f} | |")
     print(f"{len(series)} series of 10 days, the first run of {today.date()}:\n")
     print("| per series | CPU ms | choices |\n|---|---|---|\n" + "\n".join(rows))

@@ -135,24 +135,24 @@ class PlanMemo:
     stock: np.ndarray  # LOOK x 24
     has: np.ndarray  # LOOK x 2 (plan, stock) bool
 
+    def days(self) -> range:
+        """The rows' days (nanoseconds), oldest first."""
+        return range(self.last - (LOOK - 1) * DAY.value, self.last + 1, DAY.value)
+
 
 class DayPlanner:
     """One series' restart-regime requests, day by day (plans and stock targets memoised).
 
-    `known_until`: where the series' samples end when its newest day is still under way (serve: the
-    run's origin); a day's stock targets are kept for the next day's planner (`memo`) only when every
-    sample of the day was known. `carried`: an earlier planner's memo of the same series; what it holds
-    is read, not worked out again (serve's new day: all but the day's plan and yesterday's stock targets)."""
+    `carried`: an earlier planner's memo of the same series (`memo`); what it holds is read, not
+    worked out again (serve's new day: all but the day's plan and yesterday's stock targets)."""
 
-    def __init__(self, y: pd.Series, settings: VpaSettings, n: int, known_until: pd.Timestamp | None = None,
-                 carried: PlanMemo | None = None) -> None:
+    def __init__(self, y: pd.Series, settings: VpaSettings, n: int, carried: PlanMemo | None = None) -> None:
         self.y, self.settings = y, settings
         self.n = max(1, n)  # every change a day is the plan's (keeping one back for a raise measured worse)
-        self.until = known_until
         self._plans: dict[int, np.ndarray | None] = {}  # by the day's nanoseconds
         self._stock: dict[int, np.ndarray] = {}  # by the day's nanoseconds: the target at each hour
         if carried is not None and carried.n == self.n:
-            for k, day in enumerate(range(carried.last - (LOOK - 1) * DAY.value, carried.last + 1, DAY.value)):
+            for k, day in enumerate(carried.days()):
                 if carried.has[k, 0]:
                     plan = carried.plans[k]
                     self._plans[day] = None if np.isnan(plan).all() else plan
@@ -160,21 +160,21 @@ class DayPlanner:
                     self._stock[day] = carried.stock[k]
 
     def memo(self, day: pd.Timestamp) -> PlanMemo:
-        """The plans and whole days' stock targets of the `LOOK` days up to `day`, for its next day."""
-        days = range(day.value - (LOOK - 1) * DAY.value, day.value + 1, DAY.value)
-        done = None if self.until is None else self.until.value
+        """For `day`'s next day: the plans of the `LOOK` days up to `day`, and the stock targets of those
+        before it (`day` itself is under way when it is decided: its targets would miss samples)."""
         plans, stock = np.full((LOOK, 24), np.nan), np.full((LOOK, 24), np.nan)
         has = np.zeros((LOOK, 2), dtype=bool)
-        for k, d in enumerate(days):
+        memo = PlanMemo(self.n, day.value, plans, stock, has)
+        for k, d in enumerate(memo.days()):
             if d in self._plans:
                 has[k, 0] = True
                 if self._plans[d] is not None:
                     plans[k] = self._plans[d]
-            if d in self._stock and (done is None or d + DAY.value <= done):
+            if d in self._stock and d < day.value:
                 has[k, 1], stock[k] = True, self._stock[d]
         for a in (plans, stock, has):  # read by the next day's planner as its own: never changed
             a.flags.writeable = False
-        return PlanMemo(self.n, day.value, plans, stock, has)
+        return memo
 
     # built on first use: serve's hourly stock target reads neither (~0.7 ms a series saved)
     @functools.cached_property

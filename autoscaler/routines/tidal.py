@@ -16,7 +16,7 @@ by run, when the registry's "vpa" decision-time model is the hour-peak model and
   the model's own request.
 - Restart: `logic/day_plan.DayPlanner`'s plan for the UTC day, decided once a day per series (the
   stock rule's hourly target when it won, re-read each hour at the series' own 5-minute step of it,
-  `_stock_step`, the previous hour's held until then); the change cap applies after it. A run makes
+  `slot` of the hour, the previous hour's held until then); the change cap applies after it. A run makes
   at most `vpa.day_plans_per_run` plans of a new day: a series over that keeps the request it
   was last given (no change) until a later run plans it, so a new day's plans spread over its first
   runs. A series never planned is planned at once (`forecast_budget` already spreads those). Each
@@ -165,9 +165,10 @@ class TidalRun:
                 s.served = TidalRequest(max(value, 0.0), "seasonal_rule", 0.5, describe_rule(s.choice, minutes))
         return s.served, ""
 
-    def slot(self, sid: str) -> int:
-        """The series' own step of the interval, where its decisions fall (stable across runs and restarts)."""
-        return zlib.crc32(sid.encode()) % int(self.model.span)
+    def slot(self, sid: str, span: int | None = None) -> int:
+        """The series' own step of the interval (of `span` steps; default the model's), where its decisions
+        fall (stable across runs and restarts)."""
+        return zlib.crc32(sid.encode()) % (span or int(self.model.span))
 
     def _position(self, t: pd.Timestamp) -> int:
         return int(t.value // self.model.step_.value) % int(self.model.span)
@@ -201,18 +202,13 @@ class TidalRun:
             made.update(raw_at_origin(self.model, {k: series[k] for k in want}, self.origin, fresh_only=True))
         return made
 
-    @staticmethod
-    def _stock_step(sid: str) -> int:
-        """The series' own 5-minute step of the hour, where it reads the stock rule's hourly target."""
-        return zlib.crc32(sid.encode()) % (HOUR // STEP)
-
     def _stock_due(self, sid: str, held: dict[pd.Timestamp, float]) -> bool:
         """Whether a series the stock rule serves reads this hour's target now: at its own step of the
         hour, so that the fleet's reads (~0.6 ms each) spread over the hour instead of piling on its
         first run; at once when it holds none of the hour before (new today, or runs were missed)."""
         if next(iter(held), None) != self.hour - HOUR:
             return True
-        return (self.origin - self.hour) // STEP >= self._stock_step(sid)
+        return (self.origin - self.hour) // STEP >= self.slot(sid, HOUR // STEP)
 
     def _learn(self, s: SeriesLevel, y: pd.Series) -> None:
         """The steps since the previous decision against its request; the level moves per interval."""
@@ -234,8 +230,7 @@ class TidalRun:
         @functools.cache
         def planner() -> DayPlanner:  # built only when deciding, once a run (most runs read a kept plan)
             near = y.iloc[position(y.index, self.origin - CONTEXT): position(y.index, self.origin)]  # sorted
-            return DayPlanner(near, self.settings, self.settings.max_changes_per_day, known_until=self.origin,
-                              carried=carried)
+            return DayPlanner(near, self.settings, self.settings.max_changes_per_day, carried=carried)
 
         if choice is None or choice.day != day:
             cap = self.settings.day_plans_per_run
@@ -258,7 +253,7 @@ class TidalRun:
             return None, f"restart regime: no day plan nor stock target for {day.date()} ({choice.why})"
         what = "the stock rule's target" if choice.values is None else "the day plan's request"
         later = "" if at == hour else (f" (the {hour:%H}:00 one is read at this series' step of the hour, "
-                                       f"{hour + self._stock_step(sid) * STEP:%H:%M})")
+                                       f"{hour + self.slot(sid, HOUR // STEP) * STEP:%H:%M})")
         why = f"restart regime: {what} for {at:%H}:00 UTC{later}: {choice.why}"
         choice.last = max(value, 0.0)
         return TidalRequest(choice.last, "day_plan", None, why), ""

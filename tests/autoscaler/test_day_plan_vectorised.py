@@ -148,6 +148,7 @@ def test_day_plans_on_real_traces_are_unchanged(name):
 def test_day_plans_on_synthetic_series_are_unchanged():
     for seed in (1, 2):
         y = synthetic(seed)
+        assert DayPlanner(y, VpaSettings(), 3)._on_grid  # the hourly peaks read from the 12 steps of an hour
         days = [y.index[0].floor("D") + k * DAY for k in (2, 9, 12, 15)]
         assert same_decisions(y, days) >= 1
 
@@ -156,6 +157,7 @@ def test_day_plans_off_the_five_minute_grid_are_unchanged():
     """Samples off the grid (jittered) or finer than it (every minute): the hourly peaks come from the
     resample, not from the 12 steps of an hour, and the decisions are the reference's still."""
     y = synthetic(3, jitter=True)
+    assert not DayPlanner(y, VpaSettings(), 3)._on_grid
     same_decisions(y, [y.index[0].floor("D") + k * DAY for k in (9, 12)])
     fine = synthetic(4)
     fine.index = fine.index[0] + (fine.index - fine.index[0]) / 5  # one sample a minute, the same values
@@ -227,20 +229,21 @@ def test_a_planner_reading_yesterdays_memo_decides_as_a_fresh_one_and_works_out_
     for k in (9, 12, 15):
         day = y.index[0].floor("D") + k * DAY
         before = day - DAY + STEP  # yesterday's first run, 5 minutes past midnight
-        prev = DayPlanner(y[y.index < before], s, 3, known_until=before)
+        prev = DayPlanner(y[y.index < before], s, 3)
         prev.decide(day - DAY, 0.05, stock_today=False)
+        prev.stock_day(day - DAY)  # the day's stock targets worked out too, from its first 5 minutes
         memo = prev.memo(day - DAY)
-        assert memo.has[-1, 0] and not memo.has[-1, 1]  # the day's plan; its stock targets not yet known
+        assert memo.has[-1, 0] and not memo.has[-1, 1]  # the day's plan; not its stock targets, short of samples
         assert memo.has[:-1].all()  # the 6 days before it: plans and stock targets
         origin = day + STEP
         seen = y[y.index < origin]
-        fresh = Counting(seen, s, 3, known_until=origin)
-        carried = Counting(seen, s, 3, known_until=origin, carried=memo)
+        fresh = Counting(seen, s, 3)
+        carried = Counting(seen, s, 3, carried=memo)
         a, b = fresh.decide(day, 0.05, stock_today=False), carried.decide(day, 0.05, stock_today=False)
         assert (a.planned, a.why) == (b.planned, b.why)
         np.testing.assert_array_equal(a.values, b.values)
         assert fresh.stock_hours == LOOK * 24 and len(fresh.planned_days) == LOOK + 1
         assert carried.stock_hours == 24 and carried.planned_days == [day.value]  # yesterday's stock, today's plan
-        other = Counting(seen, s, 2, known_until=origin, carried=memo)
+        other = Counting(seen, s, 2, carried=memo)
         other.decide(day, 0.05, stock_today=False)
         assert other.stock_hours == LOOK * 24 and len(other.planned_days) == LOOK + 1
