@@ -7,8 +7,11 @@ the same): the median of each hour's peak on the last 7 days, cut into N blocks,
 last week within a share of the budget, or the stock VPA's hourly target, whichever cost less on
 that week. Here they are applied as the cluster would: the request in force changes only by more
 than 10% (`DEAD_BAND`) and at most N times a UTC day (the one at midnight included), a change past
-that held; within a day, a last hour's peak over 1.2x the request raises it to that peak
-(`EVIDENCE`: a level shift the plan could not know), if a change is left.
+that held. Nothing else moves the request within the day: what is served is what the choice
+costed, as in serve's restart regime (`autoscaler.routines.tidal`). A raise within the day when the
+last hour's peak passed 1.2x the request (kept until 2026-12-06) made the served policy differ from
+the costed one and from serve's; on traces the `dev` suite does not read it cost more slack than it
+saved violations (BENCHMARKS.md, "Traces the dev suite does not read").
 """
 from __future__ import annotations
 
@@ -21,8 +24,6 @@ from autoscaler.settings import VpaSettings
 from contracts.quantity import usage_to_units
 
 DEAD_BAND = 0.1  # a restart for a change under 10% is not worth it: the request in force stays
-EVIDENCE = 1.2  # a last hour's peak this far over the request raises it to that peak (a tide's usual
-# overshoot of a plan is not evidence of a level shift)
 
 
 def replay_restart(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, settings: VpaSettings, n: int,
@@ -35,18 +36,12 @@ def replay_restart(y: pd.Series, start: pd.Timestamp, end: pd.Timestamp, setting
     rows, in_force, changes, today = [], None, 0, None
     day_plan: np.ndarray | None = None
     why = ""
-    raised = 0.0  # today's raise on evidence: the plan never goes below it again today
     for t in pd.date_range(start, end, freq=every, inclusive="left"):
         if t.floor("D") != today:
-            today, changes, raised = t.floor("D"), 0, 0.0
+            today, changes = t.floor("D"), 0
             chosen = planner.decide(today, settings.violation_budget)
             day_plan, why = chosen.values, chosen.why
         raw = day_plan[t.hour] if day_plan is not None else np.nan
-        last = planner.peaks.get(t - pd.Timedelta("1h"), np.nan)
-        if in_force is not None and np.isfinite(last) and usage_to_units(resource, float(last)) > EVIDENCE * in_force:
-            raised = max(raised, float(last))
-        if raised > (raw if np.isfinite(raw) else 0.0):
-            raw, why = raised, f"{why}; raised on evidence: the last hour's peak passed the request"
         if not np.isfinite(raw):
             rows.append((t, np.nan if in_force is None else in_force / unit, np.nan, np.nan, np.nan, why))
             continue

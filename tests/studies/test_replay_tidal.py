@@ -7,6 +7,7 @@ import pytest
 
 from autoscaler.logic.day_plan import DayPlanner, blocks
 from autoscaler.settings import VpaSettings
+from contracts.quantity import usage_to_units
 from predictor.pipeline.calibration import PEAK_LEVELS, BudgetLevel
 from studies.replay.day_plan import replay_restart
 from tests.conftest import run_main
@@ -69,6 +70,33 @@ def test_a_flat_series_keeps_the_stock_rule_when_the_plan_costs_more():
     plan, stock = (float(v) for v in why.split("plan ")[1].rstrip(")").split(", stock "))
     assert stock < plan
     assert request is not None and np.array_equal(request, planner.stock_day(day))
+
+
+def test_the_restart_replay_serves_what_the_choice_costed_and_a_burst_does_not_raise_it():
+    """The day's requests are the chosen plan's (or the stock rule's) hours, changed only past the dead
+    band and within the day's changes, as serve's restart regime gives them: a burst at noon, five times
+    the tide, does not move the afternoon's request (a raise within the day made the served policy
+    differ from the costed one, and on the traces `dev` does not read it lost to the stock VPA)."""
+    idx = pd.date_range("2024-05-01", periods=12 * 288, freq="5min", tz="UTC")
+    y = pd.Series(5 + 4 * np.sin(2 * np.pi * np.arange(len(idx)) / 288), index=idx)
+    day = pd.Timestamp("2024-05-11", tz="UTC")
+    burst = (y.index >= day + pd.Timedelta("12h")) & (y.index < day + pd.Timedelta("13h"))
+    y[burst] *= 5.0
+    settings = VpaSettings(window="1h")
+    d = replay_restart(y, day, day + pd.Timedelta("1D"), settings, 3)
+    chosen = DayPlanner(y, settings, 3).decide(day, settings.violation_budget)
+    assert chosen.values is not None
+    wanted = [usage_to_units("cpu", max(float(v), 0.0)) for v in chosen.values]  # millicores, as replay rounds
+    got = d["target"].to_numpy() * 1000.0
+    assert changes_per_day(d.assign(series="s")).max() <= 3
+    in_force = got[0]
+    for hour in range(24):  # the dead-band walk over the chosen hours reproduces every request
+        if abs(wanted[hour] - in_force) > 0.1 * in_force:
+            in_force = wanted[hour]
+        assert got[hour] == pytest.approx(in_force), hour
+    assert not d["reason"].str.contains("raised").any()
+    afternoon = d[d["timestamp"] >= day + pd.Timedelta("13h")]
+    assert afternoon["target"].max() < float(y[burst].max()) / 2  # the burst's peak is not chased
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])

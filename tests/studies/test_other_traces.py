@@ -1,0 +1,39 @@
+"""The stand-in for the held-out suite (benchmarks/other_traces.py) that BENCHMARKS.md's "Traces the dev
+suite does not read" table quotes: its series are none of `dev`'s, sit on the scorer's 5-minute UTC grid
+and are all scored; without the scorer it says so in one line and exits 2."""
+import numpy as np
+import pandas as pd
+
+from tests.conftest import needs_shared_data, needs_shared_eval
+
+
+@needs_shared_eval
+@needs_shared_data
+def test_the_other_suite_holds_only_series_dev_does_not_read_and_the_scorer_scores_them_all():
+    from benchmarks.other_traces import other
+    from benchmarks.tidal import scorer
+
+    bd = scorer()
+    import suite
+
+    mine, dev = other(), suite.dev()
+    assert len(mine) == 40 and not set(mine) & set(dev)
+    dev_values = {round(float(np.nansum(s.to_numpy())), 6) for s in dev.values()}
+    for k, s in mine.items():
+        assert isinstance(s.index, pd.DatetimeIndex) and str(s.index.tz) == "UTC", k
+        assert (np.diff(s.index.as_unit("ns").asi8) == pd.Timedelta("5min").value).all(), k  # the scorer's grid
+        assert round(float(np.nansum(s.to_numpy())), 6) not in dev_values, k  # not a dev series renamed
+        assert np.nanmax(s.to_numpy()) < 1e6, k  # the replay reads values as cores and refuses more
+        w = bd.window(s)
+        assert w is not None and np.nanmin(s.to_numpy()) >= 0 and np.nanpercentile(s[s.index < w[0]], 95) > 0, k
+    families = {k.split("/")[0] for k in mine}
+    assert families == {"nab", "tweets", "ccc_col4", "alibaba_mem"}
+
+
+def test_without_the_scorer_it_exits_2_in_one_line(monkeypatch, capsys, tmp_path):
+    import benchmarks.other_traces as ot
+
+    monkeypatch.setattr(ot, "EVAL", str(tmp_path / "no-eval"))
+    assert ot.main([]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no-eval" in err and "SHARED_EVAL" in err
