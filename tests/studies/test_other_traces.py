@@ -37,3 +37,39 @@ def test_without_the_scorer_it_exits_2_in_one_line(monkeypatch, capsys, tmp_path
     assert ot.main([]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "no-eval" in err and "SHARED_EVAL" in err
+
+
+FAKE_REPLAY = '''import sys
+import pandas as pd
+kind, args = sys.argv[1], sys.argv[2:]
+inp, out = args[args.index("--input") + 1], args[args.index("--output") + 1]
+f = pd.read_csv(inp)
+f = f[f["timestamp"] >= f["start"]]
+col = "target" if kind == "vpa" else "replicas"
+f[col] = f.groupby("series")["value"].transform("max") * (1.2 if kind == "vpa" else 0) + (0 if kind == "vpa" else 3)
+f[["series", "timestamp", col]].to_csv(out, index=False)
+'''
+
+
+@needs_shared_eval
+@needs_shared_data
+def test_the_scorer_runs_on_the_other_suite_and_writes_its_report(tmp_path, capsys):
+    """The scorer's own main on `other`, with a stand-in replay (the window's maximum x 1.2 as every
+    request, 3 replicas) so that what is tested is the wiring: the suite registered, the flags passed,
+    the report written and naming the suite."""
+    import json
+    import sys
+
+    from benchmarks.other_traces import main
+
+    fake = tmp_path / "replay.py"
+    fake.write_text(FAKE_REPLAY)
+    out = tmp_path / "report.json"
+    assert main(["--project", f"{sys.executable} {fake}", "--regimes", "restart", "--max-series", "2",
+                 "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["suite"] == "other" and report["series"] == 2 and not report["missing"]
+    vpa = report["policies"]["project_vpa_restart"]
+    assert vpa["violation"] == 0.0 and 0 < vpa["slack"] < 1  # never under the window's maximum
+    assert "project_vpa" not in report["policies"]  # --regimes passed through (the scorer's default: in-place)
+    assert sys.argv[0] != "bench_decisions.py"  # the process's argv given back
