@@ -9,10 +9,7 @@ the budget. `cost` is what the choice between the plan and the stock rule compar
 together for one series: each UTC day, the N-block plan from the median of each hour's peak on the
 last 7 days, scaled to keep the last week within `PLAN_SHARE` of the budget (a plan fixed for a
 day cannot react within it, so it is calibrated below the budget), or the stock VPA's hourly
-target, whichever cost less on that week; the reason shows both costs. Each past day's plan is
-costed at the factor decided for that day, from the week before it, as it would have served: costed
-at today's factor, fitted on the same week, the plan looked better than it was (on flat series most:
-BENCHMARKS.md, "Traces the dev suite does not read"). Replay
+target, whichever cost less on that week; the reason shows both costs. Replay
 (`studies/replay/day_plan.py`) and serve's restart regime read it.
 """
 from __future__ import annotations
@@ -128,17 +125,15 @@ class DayDecision:
 @dataclass(frozen=True)
 class PlanMemo:
     """What a planner worked out that the next day's decision reads again, kept compact between days
-    (serve holds one per restart-regime series): the plans, the hourly stock targets and the plans'
-    factors of the `LOOK` days up to `last`, row k for day `last - (LOOK - 1 - k)` days (a plan row of
-    NaN: no plan; a factor of NaN: no plan before that day; `has` says which were worked out)."""
+    (serve holds one per restart-regime series): the plans and the hourly stock targets of the `LOOK`
+    days up to `last`, row k for day `last - (LOOK - 1 - k)` days (a plan row of NaN: no plan; `has`
+    says which rows were worked out)."""
 
     n: int  # the plan's blocks: a memo of another `max_changes_per_day` is not read
     last: int  # the newest day's nanoseconds
     plans: np.ndarray  # LOOK x 24
     stock: np.ndarray  # LOOK x 24
-    has: np.ndarray  # LOOK x 3 (plan, stock, factor) bool
-    factors: np.ndarray  # LOOK: each day's plan factor at `budget`
-    budget: float | None  # the budget the factors were decided at (None: none was)
+    has: np.ndarray  # LOOK x 2 (plan, stock) bool
 
     def days(self) -> range:
         """The rows' days (nanoseconds), oldest first."""
@@ -156,26 +151,20 @@ class DayPlanner:
         self.n = max(1, n)  # every change a day is the plan's (keeping one back for a raise measured worse)
         self._plans: dict[int, np.ndarray | None] = {}  # by the day's nanoseconds
         self._stock: dict[int, np.ndarray] = {}  # by the day's nanoseconds: the target at each hour
-        self._factors: dict[int, float] = {}  # by the day's nanoseconds: its plan's factor (NaN: no plan before it)
-        self._budget: float | None = None  # the budget of `_factors`
         if carried is not None and carried.n == self.n:
-            self._budget = carried.budget
             for k, day in enumerate(carried.days()):
                 if carried.has[k, 0]:
                     plan = carried.plans[k]
                     self._plans[day] = None if np.isnan(plan).all() else plan
                 if carried.has[k, 1]:
                     self._stock[day] = carried.stock[k]
-                if carried.has[k, 2]:
-                    self._factors[day] = float(carried.factors[k])
 
     def memo(self, day: pd.Timestamp) -> PlanMemo:
-        """For `day`'s next day: the plans and factors of the `LOOK` days up to `day`, and the stock
-        targets of those before it (`day` itself is under way when it is decided: its targets would
-        miss samples; its factor is from the days before it, whole)."""
+        """For `day`'s next day: the plans of the `LOOK` days up to `day`, and the stock targets of those
+        before it (`day` itself is under way when it is decided: its targets would miss samples)."""
         plans, stock = np.full((LOOK, 24), np.nan), np.full((LOOK, 24), np.nan)
-        has, factors = np.zeros((LOOK, 3), dtype=bool), np.full(LOOK, np.nan)
-        memo = PlanMemo(self.n, day.value, plans, stock, has, factors, self._budget)
+        has = np.zeros((LOOK, 2), dtype=bool)
+        memo = PlanMemo(self.n, day.value, plans, stock, has)
         for k, d in enumerate(memo.days()):
             if d in self._plans:
                 has[k, 0] = True
@@ -183,9 +172,7 @@ class DayPlanner:
                     plans[k] = self._plans[d]
             if d in self._stock and d < day.value:
                 has[k, 1], stock[k] = True, self._stock[d]
-            if d in self._factors:
-                has[k, 2], factors[k] = True, self._factors[d]
-        for a in (plans, stock, has, factors):  # read by the next day's planner as its own: never changed
+        for a in (plans, stock, has):  # read by the next day's planner as its own: never changed
             a.flags.writeable = False
         return memo
 
@@ -238,25 +225,6 @@ class DayPlanner:
             ok = enough[24 * k: 24 * (k + 1)]
             self._plans[day] = blocks(np.where(ok, medians[24 * k: 24 * (k + 1)], np.nan), self.n) if ok.any() else None
 
-    def factor(self, day: pd.Timestamp, budget: float) -> float | None:
-        """The factor `day`'s plan is served at: the smallest of `FACTORS` that keeps the plans of the
-        `LOOK` days before it within `PLAN_SHARE` of `budget` on their usage (None: no plan before it)."""
-        if budget != self._budget:  # factors decided at another budget are not this one's
-            self._factors.clear()
-            self._budget = budget
-        if day.value not in self._factors:
-            past = [day - d * DAY for d in range(1, LOOK + 1)]
-            self._plan_days(past)
-            past = [d for d in past if self.plan(d) is not None]
-            if not past:
-                self._factors[day.value] = float("nan")
-            else:
-                u = np.concatenate([self.usage(d) for d in past])
-                planned = np.concatenate([np.repeat(self.plan(d), 12) for d in past])  # type: ignore[arg-type]
-                self._factors[day.value] = multiplier(u, planned, PLAN_SHARE * budget)
-        f = self._factors[day.value]
-        return None if np.isnan(f) else f
-
     def stock(self, t: pd.Timestamp) -> float:
         """The stock VPA's target at `t` (8 days, 24 h half-life, p90 + 15%)."""
         return float(self._stock_at(np.asarray([t.value], dtype=np.int64))[0])
@@ -296,13 +264,10 @@ class DayPlanner:
             return DayDecision(self.stock_day(day) if stock_today else None, False,
                                "no day plan yet (under 2 days of peaks): the stock rule")
         u = np.concatenate([self.usage(d) for d in past])
-        factor = self.factor(day, budget)
-        assert factor is not None  # `past` holds a plan
-        # each past day as it would have served: its plan at its own factor (today's where none)
-        served = np.concatenate([np.repeat(self.plan(d), 12) * _or(self.factor(d, budget), factor)  # type: ignore[arg-type]
-                                 for d in past])
+        planned = np.concatenate([np.repeat(self.plan(d), 12) for d in past])  # type: ignore[arg-type]
+        factor = multiplier(u, planned, PLAN_SHARE * budget)
         s = self.settings
-        plan_cost = cost(u, served, len(set(plan)), s.violation_weight, s.change_weight)
+        plan_cost = cost(u, planned * factor, len(set(plan)), s.violation_weight, s.change_weight)
         self._fill([d.value for d in past])  # the week at once
         stocked = np.concatenate([np.repeat(self.stock_day(d), 12) for d in past])
         stock_cost = cost(u, stocked, 1.0, s.violation_weight, s.change_weight)
@@ -310,10 +275,6 @@ class DayPlanner:
         if plan_cost <= stock_cost or not np.isfinite(stock_cost):
             return DayDecision(plan * factor, True, f"day plan in {len(set(plan))} block(s) x{factor:g} ({costs})")
         return DayDecision(self.stock_day(day) if stock_today else None, False, f"the stock rule ({costs})")
-
-
-def _or(value: float | None, default: float) -> float:
-    return default if value is None else value
 
 
 class _Lookup:

@@ -99,32 +99,6 @@ def test_the_restart_replay_serves_what_the_choice_costed_and_a_burst_does_not_r
     assert afternoon["target"].max() < float(y[burst].max()) / 2  # the burst's peak is not chased
 
 
-def test_the_plan_is_costed_on_each_past_day_at_the_factor_that_day_was_served():
-    """The choice costs the plan as it would have served: each past day at the factor decided that day
-    from the week before it (what that day's own decision says), not at today's factor fitted on the
-    very week it is costed on. A tide growing day by day makes the two differ."""
-    from autoscaler.logic.day_plan import DAY, cost
-
-    idx = pd.date_range("2024-05-01", periods=20 * 288, freq="5min", tz="UTC")
-    k = np.arange(len(idx))
-    rng = np.random.default_rng(5)
-    y = pd.Series((5 + (2 + 0.4 * k / 288) * np.sin(2 * np.pi * k / 288)) * rng.gamma(20, 0.05, len(idx)), index=idx)
-    s, day = VpaSettings(), pd.Timestamp("2024-05-19", tz="UTC")
-    planner = DayPlanner(y, s, 3)
-    decision = planner.decide(day, 0.05)
-    past = [day - d * DAY for d in range(1, 8)]
-    for d in past:  # each day's factor is the one its own decision served
-        own = DayPlanner(y, s, 3).decide(d, 0.05)
-        assert not own.planned or f"x{planner.factor(d, 0.05):g} (" in own.why, own.why
-    u = np.concatenate([planner.usage(d) for d in past])
-    plan = planner.plan(day)
-    served = np.concatenate([np.repeat(planner.plan(d), 12) * planner.factor(d, 0.05) for d in past])
-    fitted = np.concatenate([np.repeat(planner.plan(d), 12) for d in past]) * planner.factor(day, 0.05)
-    want, in_sample = (cost(u, r, len(set(plan)), s.violation_weight, s.change_weight) for r in (served, fitted))
-    assert abs(want - in_sample) > 0.005  # the growing tide: the two ways to cost differ
-    assert f"plan {want:.3f}, stock " in decision.why, (decision.why, want, in_sample)
-
-
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_blocks_waste_least(n):
     rng = np.random.default_rng(n)
