@@ -18,8 +18,9 @@ cores). The series:
 
 Left out: NAB's NYC taxi (30-minute samples, five of six 5-minute steps would be gaps), the 4-day
 NetworkIn series (too short for a window), and the disk-write and network-in series (bytes, up to
-5e8: the replay reads a value as cores and refuses one over a million, as it should). The stock VPA sits closer to foresight on most of these
-than on `dev` (flat memory, flat EC2 CPU), which is what the held-out suite is said to be like.
+5e8: the replay reads a value as cores and refuses one over a million, as it should). The stock VPA
+sits closer to foresight on most of these than on `dev` (flat memory, flat EC2 CPU), which is what the
+held-out suite is said to be like. Per series and class: `python -m benchmarks.tidal --suite other`.
 Nothing here is tuned on: it is read once per candidate default, beside `dev`.
 """
 from __future__ import annotations

@@ -11,6 +11,8 @@ the command line. The figure is an SVG beside this module.
 
     python -m benchmarks.run --only tidal          # ~15 min on 2 cores
     python -m benchmarks.tidal --json OUT          # the same, printing the section
+    python -m benchmarks.tidal --suite other       # on the series dev does not read (benchmarks.other_traces;
+                                                   # prints the section, leaves the figure alone)
 """
 from __future__ import annotations
 
@@ -41,12 +43,21 @@ def scorer() -> Any:
     return bench_decisions
 
 
-def suite(quick: bool) -> tuple[dict[str, pd.Series], dict[str, tuple[pd.Timestamp, pd.Timestamp]]]:
-    """The scorer's dev series and windows (the non-negative ones it scores)."""
+Windows = dict[str, tuple[pd.Timestamp, pd.Timestamp]]
+
+
+def suite(quick: bool, name: str = "dev") -> tuple[dict[str, pd.Series], Windows]:
+    """The scorer's series of suite `name` (dev, or `benchmarks.other_traces`' other) and their windows
+    (the non-negative ones it scores)."""
     bd = scorer()
     import suite as shared_suite
 
-    data = shared_suite.dev()
+    if name == "other":
+        from benchmarks.other_traces import other
+
+        data = other()
+    else:
+        data = shared_suite.dev()
     windows = {k: w for k, s in data.items() if (w := bd.window(s)) and np.nanmin(s.to_numpy()) >= 0
                and np.nanpercentile(s[s.index < w[0]], 95) > 0}
     keys = sorted(windows)[:: 6] if quick else list(windows)
@@ -183,14 +194,14 @@ def _row(label: str, j: dict[str, float], changes: float | None = None) -> str:
 
 
 def section(refs: dict[str, dict[str, Any]], inplace: dict[float, Scores], restart: dict[float, Scores],
-            took: float, quick: bool) -> str:
+            took: float, quick: bool, name: str = "dev") -> str:
     keys = list(refs)
     head = ["| policy | slack | violation | slack / stock at equal violation | gap closed | changes a day |",
             "|---|---|---|---|---|---|"]
     lines = ["## Tidal requests: the VPA's trade-off in both regimes (issue 24)", "",
              "Reproduce: `python -m benchmarks.run --only tidal` (the decisions of `tidewise replay vpa --resize "
              "in-place|restart --violation-budget B`, in-process so one fleet model serves every budget, scored with "
-             f"`../shared/eval/bench_decisions.py`'s functions). {len(keys)} series of `dev`"
+             f"`../shared/eval/bench_decisions.py`'s functions). {len(keys)} series of `{name}`"
              + (" (quick: every 6th)" if quick else "") + f"; {took / 60:.0f} min. Gap closed: the share of the gap "
              "between the stock VPA and foresight at the same violation rate (hourly foresight in place, 3 changes a "
              "day on restart). The outside evaluator's own run of the command is in the section below the figure.", "",
@@ -222,18 +233,19 @@ def section(refs: dict[str, dict[str, Any]], inplace: dict[float, Scores], resta
     return "\n".join(lines) + "\n"
 
 
-def measure(quick: bool) -> tuple[str, dict[str, Any]]:
-    """(the section, the per-budget means), the figure drawn beside this module."""
+def measure(quick: bool, name: str = "dev") -> tuple[str, dict[str, Any]]:
+    """(the section, the per-budget means), the figure drawn beside this module for `dev`."""
     t0 = time.perf_counter()
-    data, windows = suite(quick)
+    data, windows = suite(quick, name)
     refs = references(data, windows)
     inplace, restart = sweep(data, windows, (0.02, 0.05, 0.1) if quick else BUDGETS,
                              lambda m: print(m, file=sys.stderr, flush=True))
-    figure(refs, inplace, restart, os.path.join(ROOT, FIGURE))
+    if name == "dev":
+        figure(refs, inplace, restart, os.path.join(ROOT, FIGURE))
     keys = list(refs)
     means = {"in_place": {str(b): judged(mean_point(v, keys), refs, keys, 24) for b, v in inplace.items()},
              "restart": {str(b): judged(mean_point(v, keys), refs, keys, 3) for b, v in restart.items()}}
-    return section(refs, inplace, restart, time.perf_counter() - t0, quick), means
+    return section(refs, inplace, restart, time.perf_counter() - t0, quick, name), means
 
 
 def run(quick: bool) -> str:
@@ -243,9 +255,11 @@ def run(quick: bool) -> str:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--suite", choices=("dev", "other"), default="dev",
+                    help="dev (default), or other: the series dev does not read (benchmarks.other_traces)")
     ap.add_argument("--json", help="also write the per-budget means here")
     a = ap.parse_args(argv)
-    text, means = measure(a.quick)
+    text, means = measure(a.quick, a.suite)
     print(text)
     if a.json:
         with open(a.json, "w") as fh:

@@ -8,10 +8,8 @@ last week within a share of the budget, or the stock VPA's hourly target, whiche
 that week. Here they are applied as the cluster would: the request in force changes only by more
 than 10% (`DEAD_BAND`) and at most N times a UTC day (the one at midnight included), a change past
 that held. Nothing else moves the request within the day: what is served is what the choice
-costed, as in serve's restart regime (`autoscaler.routines.tidal`). A raise within the day when the
-last hour's peak passed 1.2x the request (kept until 2026-12-06) made the served policy differ from
-the costed one and from serve's; on traces the `dev` suite does not read it cost more slack than it
-saved violations (BENCHMARKS.md, "Traces the dev suite does not read").
+costed, as in serve's restart regime (`autoscaler.routines.tidal`); why a raise within the day was
+dropped: BENCHMARKS.md, "Traces the dev suite does not read".
 """
 from __future__ import annotations
 

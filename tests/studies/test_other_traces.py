@@ -28,6 +28,10 @@ def test_the_other_suite_holds_only_series_dev_does_not_read_and_the_scorer_scor
         assert w is not None and np.nanmin(s.to_numpy()) >= 0 and np.nanpercentile(s[s.index < w[0]], 95) > 0, k
     families = {k.split("/")[0] for k in mine}
     assert families == {"nab", "tweets", "ccc_col4", "alibaba_mem"}
+    from benchmarks.tidal import suite as tidal_suite  # `python -m benchmarks.tidal --suite other` reads them all
+
+    data, windows = tidal_suite(False, "other")
+    assert set(data) == set(windows) == set(mine)
 
 
 def test_without_the_scorer_it_exits_2_in_one_line(monkeypatch, capsys, tmp_path):
