@@ -22,10 +22,85 @@ needs_shared_eval = pytest.mark.skipif(not os.path.isdir(SHARED_EVAL),
                                        reason=f"needs the reference scorers in {SHARED_EVAL} (../shared/eval beside the checkout)")
 
 
-def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run `python -m tidewise ARGS` as a real process (as a user would), capturing output."""
-    return subprocess.run([sys.executable, "-m", "tidewise", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
+def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None,
+            fsize: int | None = None) -> subprocess.CompletedProcess:
+    """Run `python -m tidewise ARGS` as a real process (as a user would), capturing output; `env` replaces
+    the environment as subprocess's does; `fsize`: RLIMIT_FSIZE in bytes (a full disk as the writer sees
+    it: every write past it fails with EFBIG; Python ignores SIGXFSZ). The process is forked from
+    tests/forkserver.py, which holds pandas, scikit-learn and scipy imported (~2.5 s of CPU a command
+    otherwise); TIDEWISE_TEST_SPAWN=1 starts a fresh interpreter for each instead."""
+    argv = ["-m", "tidewise", *args]
+    if os.environ.get("TIDEWISE_TEST_SPAWN") == "1" or not hasattr(os, "fork"):
+        def limit() -> None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=timeout,
+                              cwd=ROOT, env=env, preexec_fn=limit if fsize is not None else None)
+    return _forkserver().run(list(args), dict(os.environ if env is None else env), ROOT, timeout, fsize)
+
+
+class _ForkServer:
+    """The client side of tests/forkserver.py: one server per test process, started on first use."""
+
+    def __init__(self) -> None:
+        import atexit
+        import json
+
+        self._json = json
+        self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "forkserver.py")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        first = self._read()
+        if not first.get("ready"):
+            raise RuntimeError(f"tests/forkserver.py did not start: {first}")
+        atexit.register(self.close)
+
+    def _read(self) -> dict:
+        line = self.proc.stdout.readline()  # type: ignore[union-attr]
+        if not line:
+            raise RuntimeError(f"tests/forkserver.py exited ({self.proc.poll()})")
+        return self._json.loads(line)
+
+    def run(self, argv: list[str], env: dict[str, str], cwd: str, timeout: float,
+            fsize: int | None) -> subprocess.CompletedProcess:
+        import signal
+        import threading
+
+        self.proc.stdin.write(self._json.dumps(  # type: ignore[union-attr]
+            {"argv": argv, "env": env, "cwd": cwd, "fsize": fsize}) + "\n")
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+        pid = self._read()["pid"]
+        timer = threading.Timer(timeout, os.kill, (pid, signal.SIGKILL))
+        timer.start()
+        try:
+            end = self._read()
+        finally:
+            timed_out = not timer.is_alive()
+            timer.cancel()
+        code, stdout, stderr = end["code"], end["stdout"], end["stderr"]
+        cmd = [sys.executable, "-m", "tidewise", *argv]
+        if timed_out and code == -signal.SIGKILL:
+            raise subprocess.TimeoutExpired(cmd, timeout, stdout, stderr)
+        return subprocess.CompletedProcess(cmd, code, stdout, stderr)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()  # type: ignore[union-attr]
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+_SERVER: list[_ForkServer] = []
+
+
+def _forkserver() -> _ForkServer:
+    """This test process's fork server, started again if it died (a broken server fails one test, not all)."""
+    if not _SERVER or _SERVER[0].proc.poll() is not None:
+        _SERVER[:] = [_ForkServer()]
+    return _SERVER[0]
 
 
 def run_main(*args: str) -> subprocess.CompletedProcess:

@@ -3,15 +3,13 @@ outside failure in exit 1 and one line), never a traceback, a wrapped integer or
 import http.server
 import os
 import stat
-import subprocess
-import sys
 import threading
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import run_cli
 
 
 def one_line_error(r, code=2, *needles):
@@ -263,8 +261,7 @@ def _enforce(tmp_path, *extra, env=None):
     cg.mkdir(exist_ok=True)
     base = ["enforce", "--once", "--dry-run", "--node", "fixture-node", "--sysfs-root", TWO_SOCKET,
             "--cgroup-root", str(cg), "--checkpoint", str(tmp_path / "ck.json")]
-    return subprocess.run([sys.executable, "-m", "tidewise", *base, *extra], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT, env=env)
+    return run_cli(*base, *extra, timeout=120, env=env)
 
 
 def test_enforce_without_a_kubeconfig_names_how_to_give_one(tmp_path):

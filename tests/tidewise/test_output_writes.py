@@ -4,11 +4,10 @@ the input is refused; `--output newdir/` is never a file named `newdir`."""
 import os
 import resource
 import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import run_cli
 from tests.studies.cost_fixtures import write_inputs
 from tests.tidewise.test_bad_inputs import history_csv, one_line_error
 
@@ -24,10 +23,7 @@ COMMANDS = {
 def run(args, fsize=None):
     """The command line as a real process; `fsize`: RLIMIT_FSIZE in bytes, a full disk as the writer
     sees it (every write past it fails with EFBIG; Python ignores SIGXFSZ)."""
-    def limit():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-    return subprocess.run([sys.executable, "-m", "tidewise", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300, preexec_fn=limit if fsize is not None else None)
+    return run_cli(*args, fsize=fsize)
 
 
 def failed_write(r, *needles):
