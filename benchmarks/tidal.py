@@ -198,14 +198,17 @@ def section(refs: dict[str, dict[str, Any]], inplace: dict[float, Scores], resta
     keys = list(refs)
     head = ["| policy | slack | violation | slack / stock at equal violation | gap closed | changes a day |",
             "|---|---|---|---|---|---|"]
+    command = "python -m benchmarks.run --only tidal" if name == "dev" else f"python -m benchmarks.tidal --suite {name}"
     lines = ["## Tidal requests: the VPA's trade-off in both regimes (issue 24)", "",
-             "Reproduce: `python -m benchmarks.run --only tidal` (the decisions of `tidewise replay vpa --resize "
+             f"Reproduce: `{command}` (the decisions of `tidewise replay vpa --resize "
              "in-place|restart --violation-budget B`, in-process so one fleet model serves every budget, scored with "
              f"`../shared/eval/bench_decisions.py`'s functions). {len(keys)} series of `{name}`"
              + (" (quick: every 6th)" if quick else "") + f"; {took / 60:.0f} min. Gap closed: the share of the gap "
              "between the stock VPA and foresight at the same violation rate (hourly foresight in place, 3 changes a "
-             "day on restart). The outside evaluator's own run of the command is in the section below the figure.", "",
-             f"![trade-off curves]({FIGURE})", "", "All series:", "", *head]
+             "day on restart)."
+             + (" The outside evaluator's own run of the command is in the section below the figure." if name == "dev"
+                else ""), "",
+             *([f"![trade-off curves]({FIGURE})", ""] if name == "dev" else []), "All series:", "", *head]
     lines.append(_row("stock VPA (p90 + 15%)", judged(mean_point({k: refs[k]["stock"] for k in keys}, keys), refs, keys, 24)))
     lines.append(_row("seasonal rule", judged(mean_point({k: refs[k]["rule"] for k in keys}, keys), refs, keys, 24)))
     for b in sorted(inplace):

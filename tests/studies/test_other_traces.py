@@ -77,3 +77,20 @@ def test_the_scorer_runs_on_the_other_suite_and_writes_its_report(tmp_path, caps
     assert vpa["violation"] == 0.0 and 0 < vpa["slack"] < 1  # never under the window's maximum
     assert "project_vpa" not in report["policies"]  # --regimes passed through (the scorer's default: in-place)
     assert sys.argv[0] != "bench_decisions.py"  # the process's argv given back
+
+
+def test_the_section_of_the_other_suite_names_its_own_command_and_no_figure(monkeypatch):
+    """`python -m benchmarks.tidal --suite other` prints a section that says how to rerun it; the figure is
+    drawn for dev only, so only dev's section shows it."""
+    from benchmarks import tidal
+
+    monkeypatch.setattr(tidal, "judged", lambda point, refs, keys, blocks: {
+        "slack": point[0], "violation": point[1], "vs_stock": 1.0, "gap_closed": 0.0})
+    refs = {k: {"class": c, "stock": (0.5, 0.05), "rule": (0.45, 0.05)} for k, c in (("a", "tidal"), ("b", "flat"))}
+    scores = {0.05: {"a": (0.4, 0.05, 12.0), "b": (0.2, 0.04, 3.0)}}
+    other = tidal.section(refs, scores, scores, 600.0, False, "other")
+    dev = tidal.section(refs, scores, scores, 600.0, False, "dev")
+    assert "`python -m benchmarks.tidal --suite other`" in other and "2 series of `other`" in other
+    assert tidal.FIGURE not in other and "below the figure" not in other
+    assert "`python -m benchmarks.run --only tidal`" in dev and f"![trade-off curves]({tidal.FIGURE})" in dev
+    assert "| Tidewise in place, budget 0.05 | 0.300 | 0.045 |" in other  # the mean of the two series
