@@ -47,7 +47,10 @@ class _ForkServer:
         import atexit
         import json
 
+        import threading
+
         self._json = json
+        self._lock = threading.Lock()  # one command at a time on the pipe
         self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "forkserver.py")],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
         first = self._read()
@@ -63,6 +66,11 @@ class _ForkServer:
 
     def run(self, argv: list[str], env: dict[str, str], cwd: str, timeout: float,
             fsize: int | None) -> subprocess.CompletedProcess:
+        with self._lock:
+            return self._run(argv, env, cwd, timeout, fsize)
+
+    def _run(self, argv: list[str], env: dict[str, str], cwd: str, timeout: float,
+             fsize: int | None) -> subprocess.CompletedProcess:
         import signal
         import threading
 
@@ -105,8 +113,8 @@ def _forkserver() -> _ForkServer:
 
 def run_main(*args: str) -> subprocess.CompletedProcess:
     """`tidewise ARGS` in this process (tidewise.cli.main), for tests about what a command computes, not
-    about the process boundary: a `python -m tidewise` costs ~1 s of CPU in imports alone (pandas), and
-    the suite runs ~100. Same result shape as run_cli; an unexpected exception fails the test with its
+    about the process boundary: even forked from the server, a command's process imports Tidewise's
+    own modules again (~0.3-0.5 s of CPU). Same result shape as run_cli; an unexpected exception fails the test with its
     traceback (a process would exit 1 with it on stderr). Log lines are pytest's (caplog), not stderr."""
     import contextlib
     import io

@@ -7,7 +7,9 @@ command. Each child is a real process running `python -m tidewise ARGS` (`runpy`
 its own argv, environment, working folder, stdin from /dev/null and stdout/stderr into pipes: exit
 code, output, tracebacks and at-exit handlers are a fresh interpreter's. Tidewise's own modules are
 not imported here, so each command still imports its own code as a user's process does (a missing
-import of ours fails here as it would there).
+import of ours fails here as it would there). What the held libraries read from the environment when
+they are imported (OpenMP's thread count, say) is the server's: a test that sets such a variable for
+a command runs it with TIDEWISE_TEST_SPAWN=1.
 
 Protocol, one JSON object per line: request {"argv" (the arguments after `tidewise`), "env", "cwd",
 "fsize" (RLIMIT_FSIZE, optional)} on stdin; reply {"pid"} when the child starts, then {"code", "stdout",
