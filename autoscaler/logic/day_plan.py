@@ -9,7 +9,8 @@ the budget. `cost` is what the choice between the plan and the stock rule compar
 together for one series: each UTC day, the N-block plan from the median of each hour's peak on the
 last 7 days, scaled to keep the last week within `PLAN_SHARE` of the budget (a plan fixed for a
 day cannot react within it, so it is calibrated below the budget), or the stock VPA's hourly
-target, whichever cost less on that week; the reason shows both costs. Replay
+target, calibrated the same way but never above its own level (`stock_factor`), whichever cost less
+on that week; the reason shows both costs. Replay
 (`studies/replay/day_plan.py`) and serve's restart regime read it.
 """
 from __future__ import annotations
@@ -106,6 +107,14 @@ def multiplier(usage: np.ndarray, plan: np.ndarray, budget: float) -> float:
     return FACTORS[int(within[0])] if len(within) else FACTORS[-1]
 
 
+def stock_factor(usage: np.ndarray, stock: np.ndarray, budget: float) -> float:
+    """The factor on the stock rule's targets the day's choice compares and serves: calibrated on the
+    recent days as the plan is (`multiplier`), but never above 1. Where the stock VPA is conservative
+    for the series (a flat one, violated far less often than the budget allows) the stock rule is
+    offered as lean as the budget lets it be; it is never asked for more than it would give itself."""
+    return min(1.0, multiplier(usage, stock, budget))
+
+
 def cost(usage: np.ndarray, request: np.ndarray, changes_per_day: float, violation_weight: float,
          change_weight: float) -> float:
     """slack + violation_weight x violation rate + change_weight x changes a day (NaN: no data)."""
@@ -120,6 +129,7 @@ class DayDecision:
     values: np.ndarray | None
     planned: bool
     why: str
+    stock_factor: float = 1.0  # on the stock rule's hourly targets, where it serves (`stock_factor`)
 
 
 @dataclass(frozen=True)
@@ -270,11 +280,15 @@ class DayPlanner:
         plan_cost = cost(u, planned * factor, len(set(plan)), s.violation_weight, s.change_weight)
         self._fill([d.value for d in past])  # the week at once
         stocked = np.concatenate([np.repeat(self.stock_day(d), 12) for d in past])
-        stock_cost = cost(u, stocked, 1.0, s.violation_weight, s.change_weight)
+        # the stock rule calibrated as the plan is, never above its own level (`stock_factor`)
+        lean = stock_factor(u, stocked, PLAN_SHARE * budget)
+        stock_cost = cost(u, stocked * lean, 1.0, s.violation_weight, s.change_weight)
         costs = f"cost on the last {len(past)} d: plan {plan_cost:.3f}, stock {stock_cost:.3f}"
         if plan_cost <= stock_cost or not np.isfinite(stock_cost):
             return DayDecision(plan * factor, True, f"day plan in {len(set(plan))} block(s) x{factor:g} ({costs})")
-        return DayDecision(self.stock_day(day) if stock_today else None, False, f"the stock rule ({costs})")
+        scaled = "" if lean == 1.0 else f" x{lean:g}"
+        return DayDecision(self.stock_day(day) * lean if stock_today else None, False,
+                           f"the stock rule{scaled} ({costs})", lean)
 
 
 class _Lookup:

@@ -74,6 +74,7 @@ class DayChoice:
     stock: dict[pd.Timestamp, float] = field(default_factory=dict)  # hour -> the stock target, once an hour
     last: float | None = None  # the request last given (held while the next day's plan waits)
     memo: PlanMemo | None = None  # the week's plans and stock targets, read again by the next day's plan
+    stock_factor: float = 1.0  # on the stock rule's targets where it serves (autoscaler.logic.day_plan)
 
 
 @dataclass
@@ -242,9 +243,9 @@ class TidalRun:
             d = planner().decide(day, budget, stock_today=False)
             self.made += 1
             choice = self.state.plans[sid] = DayChoice(day, d.values if d.planned else None, d.why,
-                                                       memo=planner().memo(day))
+                                                       memo=planner().memo(day), stock_factor=d.stock_factor)
         if choice.values is None and hour not in choice.stock and self._stock_due(sid, choice.stock):
-            choice.stock = {hour: planner().stock(hour)}
+            choice.stock = {hour: planner().stock(hour) * choice.stock_factor}
         if choice.values is None:
             at, value = next(iter(choice.stock.items()))
         else:

@@ -372,6 +372,7 @@ def test_series_the_stock_rule_serves_read_each_hours_target_at_their_own_step(t
                     f"step of the hour, {due:%H:%M}): "), r.reason.steps[0]
                 assert r.target == first[(key, ctr, res)].target  # the previous hour's, held
     assert set(read) == set(plans) and len(set(read.values())) > 1  # every series read it, not all in one run
-    for sid, ch in plans.items():
+    for sid, ch in plans.items():  # the stock rule's target, at the factor the day's choice served it at
         y = hist.series[sid]
-        assert ch.stock[hour] == DayPlanner(y[y.index < END], loop.settings.vpa, 3).stock(hour)
+        assert 0.8 <= ch.stock_factor <= 1.0
+        assert ch.stock[hour] == DayPlanner(y[y.index < END], loop.settings.vpa, 3).stock(hour) * ch.stock_factor
