@@ -1,6 +1,7 @@
 """Shared test helpers: paths to the real traces and a way to run the command in-process."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -45,11 +46,8 @@ class _ForkServer:
 
     def __init__(self) -> None:
         import atexit
-        import json
-
         import threading
 
-        self._json = json
         self._lock = threading.Lock()  # one command at a time on the pipe
         self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "forkserver.py")],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
@@ -62,7 +60,7 @@ class _ForkServer:
         line = self.proc.stdout.readline()  # type: ignore[union-attr]
         if not line:
             raise RuntimeError(f"tests/forkserver.py exited ({self.proc.poll()})")
-        return self._json.loads(line)
+        return json.loads(line)
 
     def run(self, argv: list[str], env: dict[str, str], cwd: str, timeout: float,
             fsize: int | None) -> subprocess.CompletedProcess:
@@ -74,7 +72,7 @@ class _ForkServer:
         import signal
         import threading
 
-        self.proc.stdin.write(self._json.dumps(  # type: ignore[union-attr]
+        self.proc.stdin.write(json.dumps(  # type: ignore[union-attr]
             {"argv": argv, "env": env, "cwd": cwd, "fsize": fsize}) + "\n")
         self.proc.stdin.flush()  # type: ignore[union-attr]
         pid = self._read()["pid"]
