@@ -19,6 +19,10 @@ RUN python -m venv /opt/tidewise \
     && /opt/tidewise/bin/pip uninstall -y pip setuptools wheel
 
 FROM python:3.11-slim
+# the one runtime library a wheel needs that the slim base lacks: LightGBM's OpenMP runtime (libgomp.so.1;
+# scikit-learn and NumPy vendor theirs). tests/integration/test_image.py checks every shared object.
+RUN apt-get update && apt-get install -y --no-install-recommends libgomp1 \
+    && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/tidewise /opt/tidewise
 RUN groupadd --system --gid 10001 tidewise \
     && useradd --system --uid 10001 --gid tidewise --no-create-home --shell /usr/sbin/nologin tidewise

@@ -26,7 +26,7 @@ from predictor.durations import DAY
 from predictor.features.decision import next_max
 from predictor.history import History
 from predictor.pipeline.choice import ChoiceForecaster
-from predictor.models.decision_time import DecisionTimeGBM
+from predictor.models.decision_time import DEFAULT_BACKEND, DecisionTimeGBM
 from predictor.models.gbm import GlobalGBM
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class DecisionTimeSettings:
     """What `tidewise train` fits for decision time (on unless `--no-decision-time`)."""
 
     enabled: bool = True
-    backend: str = "hgb"  # hgb (scikit-learn, no extra dependency) or lightgbm (the optional extra)
+    backend: str = DEFAULT_BACKEND  # lightgbm (the default) or hgb (scikit-learn)
     vpa_window: pd.Timedelta = pd.Timedelta("1h")  # VPA target: the peak of the next hour
     hpa_startup: pd.Timedelta = pd.Timedelta("2m")  # serve's hpa.startup (the HPA target's lead)
     hpa_look: pd.Timedelta = pd.Timedelta("1m")  # serve's hpa.look_ahead (one loop interval)

@@ -4,9 +4,9 @@ a start-up time from now).
 
 `DecisionTimeGBM` is one global quantile-regression model for the fleet (features and scaling in
 `predictor.features.decision`), fitted on the rows of many series at once and predicting every
-origin of a series in one pass. Two backends: scikit-learn's HistGradientBoosting ("hgb", the
-default: no extra dependency, stored as `QuantileTrees`) and LightGBM ("lightgbm", optional; stored
-as its own text model format). Either way a fitted model is JSON + NumPy arrays, never a pickle.
+origin of a series in one pass. Two backends: LightGBM ("lightgbm", the default since 2026-12-07;
+stored as its own text model format) and scikit-learn's HistGradientBoosting ("hgb", stored as
+`QuantileTrees`). Either way a fitted model is JSON + NumPy arrays, never a pickle.
 
 The model gives raw quantiles; their online calibration per series is the pipeline's
 (`predictor.pipeline.calibration.AdaptiveConformal`, walked by `predictor.pipeline.decision`).
@@ -26,6 +26,25 @@ from predictor.models.gbm import QuantileTrees, _threads
 
 ARRAYS_FORMAT = "tidewise-decision-time/1"  # bump when the layout of to_arrays changes
 BACKENDS = ("hgb", "lightgbm")
+# The default backend (`tidewise train --decision-backend`, `tidewise replay --decision-model`): the
+# reference scorer on both suites (BENCHMARKS.md, "LightGBM for the decision-time models"), LightGBM
+# against scikit-learn at the same trees, leaves and rows: in place gap closed 0.421 vs 0.433 on dev,
+# 0.374 vs 0.336 on the 40 series dev does not read; HPA 0.480x vs 0.486x and 0.390x vs 0.388x; restart
+# unchanged (the day plan reads the day-ahead forecast). Faster to fit at the same size (9 levels,
+# `python -m benchmarks.decision_fit_cost`: 6.7 vs 10.5 CPU s at 30,000 rows, 2.2 vs 4.9 at 5,162).
+DEFAULT_BACKEND = "lightgbm"
+
+
+def backend_problem(backend: str) -> str | None:
+    """Why `backend` cannot fit or load here (None: it can): LightGBM's library needs the system's
+    OpenMP runtime (libgomp1 on Debian), which a slim image may lack."""
+    if backend != "lightgbm":
+        return None
+    try:
+        import lightgbm  # noqa: F401
+    except (ImportError, OSError) as exc:
+        return f"lightgbm cannot be loaded ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+    return None
 # feature sets: "recent" (issue 12: the latest samples, a day and a week ago) and "hour_peak" (issue 24:
 # the same window on each of the last 7 days and 4 weeks, the tide's slope; the VPA's default)
 FEATURE_SETS: dict[str, tuple[tuple[str, ...], Features]] = {
@@ -36,7 +55,7 @@ class DecisionTimeGBM(BaseEstimator):
     """Global quantile model of max(y[t .. t+span-1]) given y before t (see the module doc)."""
 
     def __init__(self, quantiles: Sequence[float] = (0.5, 0.9, 0.95, 0.99), span: int = 12,
-                 backend: str = "hgb", max_iter: int = 80, learning_rate: float = 0.1, max_leaf_nodes: int = 15,
+                 backend: str = DEFAULT_BACKEND, max_iter: int = 80, learning_rate: float = 0.1, max_leaf_nodes: int = 15,
                  min_samples_leaf: int = 40, max_rows: int = 30000, random_state: int = 0,
                  n_threads: int | None = 1, features: str = "recent"):
         self.quantiles = quantiles

@@ -1,4 +1,4 @@
-"""Decision-time forecasts in replay (`tidewise replay --decision-model gbm|lightgbm`, opt-in).
+"""Decision-time forecasts in replay (`tidewise replay --decision-model lightgbm|gbm`, the default of both kinds).
 
 `DecisionTimeTrainer` fits one global `DecisionTimeGBM` per UTC day on every replayed series'
 samples before that day (as the registry's daily refit would; no look-ahead), and
@@ -19,7 +19,7 @@ import pandas as pd
 
 from predictor.pipeline.decision import ActualAt, DecisionWalk, actual_from_history, overlay
 from predictor.pipeline.decision import hpa_span as decision_hpa_span
-from predictor.models.decision_time import DecisionTimeGBM
+from predictor.models.decision_time import DEFAULT_BACKEND, DecisionTimeGBM
 from predictor.types import Forecast
 from studies.replay.decisions import QUANTILES, STEP, DailyChoiceForecaster
 
@@ -29,8 +29,10 @@ BACKEND = {"gbm": "hgb", "lightgbm": "lightgbm"}  # --decision-model -> Decision
 # replay (BENCHMARKS.md, replay section): HPA over-target 0.49x the reactive HPA's at equal replicas and
 # 1.23x replicas (day-ahead 0.62 at 1.31x): better on both. VPA (issue 24): the hour-peak model at each
 # series' violation-budget level (studies/replay/hour_peak.py), which closes more of the gap to
-# foresight than the day-ahead forecast and the seasonal rule (BENCHMARKS.md, tidal requests)
-DEFAULT_MODEL: dict[str, str | None] = {"hpa": "gbm", "vpa": "gbm"}
+# foresight than the day-ahead forecast and the seasonal rule (BENCHMARKS.md, tidal requests). Both on
+# LightGBM since 2026-12-07 (predictor.models.decision_time.DEFAULT_BACKEND: why)
+FLAG = {backend: flag for flag, backend in BACKEND.items()}  # DecisionTimeGBM backend -> --decision-model
+DEFAULT_MODEL: dict[str, str | None] = {"hpa": FLAG[DEFAULT_BACKEND], "vpa": FLAG[DEFAULT_BACKEND]}
 
 
 def decision_model_for(kind: str, flag: str | None) -> str | None:
@@ -55,7 +57,7 @@ class DecisionTimeTrainer:
 
     series: Mapping[str, pd.Series]
     span: int
-    backend: str = "hgb"
+    backend: str = DEFAULT_BACKEND
     quantiles: tuple[float, ...] = QUANTILES
     features: str = "recent"  # predictor.models.decision_time.FEATURE_SETS
     refit_days: int = 1  # a model serves this many days (the registry refits daily; replay may save fits)

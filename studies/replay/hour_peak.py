@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from autoscaler.logic.rule_choice import RuleChoice, describe_rule, rule_request
+from predictor.models.decision_time import DEFAULT_BACKEND
 from predictor.pipeline.calibration import PEAK_LEVELS as LEVELS
 from predictor.pipeline.calibration import BudgetLevel
 from predictor.timestamps import epoch_ns
@@ -29,7 +30,8 @@ PARAMS: dict[str, int] = {}  # DecisionTimeGBM's defaults (80 trees of 15 leaves
 TRAIN_DAYS = pd.Timedelta("35D")  # history per series a fit reads (the whole past measured worse: gap 0.37 vs 0.40)
 
 
-def hour_peak_trainer(series: dict[str, pd.Series], every: pd.Timedelta, backend: str = "hgb") -> DecisionTimeTrainer:
+def hour_peak_trainer(series: dict[str, pd.Series], every: pd.Timedelta, backend: str = DEFAULT_BACKEND
+                      ) -> DecisionTimeTrainer:
     """The fleet's hour-peak model for decisions every `every` (its span)."""
     return DecisionTimeTrainer(series, max(1, int(every // STEP)), backend, quantiles=LEVELS, features="hour_peak",
                                refit_days=REFIT_DAYS, train_days=TRAIN_DAYS, params=dict(PARAMS))

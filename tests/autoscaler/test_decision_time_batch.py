@@ -54,7 +54,7 @@ def test_batched_views_walk_as_each_series_alone():
             if want is None:
                 assert "day-ahead" in got.model, (s, origin)
                 continue
-            assert got.model.startswith("decision_time_hgb"), got.model
+            assert got.model.startswith("decision_time_lightgbm"), got.model
             np.testing.assert_array_equal(got.values[0], want)  # to the bit
             served += 1
     assert served >= 20

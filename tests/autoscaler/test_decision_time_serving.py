@@ -59,7 +59,7 @@ def test_serve_decides_from_the_registry_decision_time_models(objects, history, 
     write(tmp_path, history, models)
     vpa, hpa = run(objects, history, tmp_path)
     assert all(m == "day_plan" for m in vpa), vpa[:2]  # updateMode unset: the restart regime's day plan
-    assert all(m.startswith("decision_time_hgb [hpa: peak of the next 10m") for m in hpa), hpa[:2]
+    assert all(m.startswith("decision_time_lightgbm [hpa: peak of the next 10m") for m in hpa), hpa[:2]
     off_vpa, off_hpa = run(objects, history, tmp_path, decision_time=False)
     assert not any("decision_time" in m or "day-ahead" in m for m in off_vpa + off_hpa)
 
@@ -70,8 +70,8 @@ def test_by_default_both_read_decision_time(objects, history, tmp_path, models):
     s = fast_settings()
     s.loop.forecast_refresh = None
     rep = ServingLoop(s, source_of(history), StaticCluster(objects), DryRunSink(), registry_dir=str(tmp_path)).run_once()
-    assert rep.hpa and all(d.reason.model.startswith("decision_time_hgb") for d in rep.hpa)
-    assert rep.vpa and all(r.reason.model.startswith(("hour_peak_hgb@", "day_plan")) for d in rep.vpa
+    assert rep.hpa and all(d.reason.model.startswith("decision_time_lightgbm") for d in rep.hpa)
+    assert rep.vpa and all(r.reason.model.startswith(("hour_peak_lightgbm@", "day_plan")) for d in rep.vpa
                            for c in d.containers for r in c.resources.values())
 
 
@@ -79,7 +79,7 @@ def test_missing_or_stale_models_fall_back_to_the_day_ahead_forecast_and_say_why
     write(tmp_path / "hpa-only", history, {"hpa": models["hpa"]})
     vpa, hpa = run(objects, history, tmp_path / "hpa-only")
     assert all("[day-ahead; decision-time vpa: no model in registry" in m for m in vpa), vpa[:2]
-    assert all(m.startswith("decision_time_hgb") for m in hpa)
+    assert all(m.startswith("decision_time_lightgbm") for m in hpa)
     write(tmp_path / "stale", history, models, end=history.end - pd.Timedelta("3D"))
     vpa, hpa = run(objects, history, tmp_path / "stale")
     assert all("[day-ahead; decision-time" in m and "model stale" in m for m in vpa + hpa), (vpa + hpa)[:2]
@@ -98,7 +98,7 @@ def test_stale_features_fall_back_for_that_series_only(small, models):
     _, hpa = DecisionTimeServing().views(reg, BOTH, "2m", "1m", base, History(cut, STEP), origin, STEP)
     assert "features stale" in hpa[sid].model and hpa[sid].model.startswith(base[sid].model)
     np.testing.assert_array_equal(hpa[sid].values, base[sid].values)
-    assert hpa[other].model.startswith("decision_time_hgb")
+    assert hpa[other].model.startswith("decision_time_lightgbm")
 
 
 @pytest.mark.parametrize("kind", ["hpa"])
@@ -124,6 +124,6 @@ def test_serve_computes_the_replay_quantiles(kind):
         base = {"s1": fallback.forecast(y, origin, horizon)}
         views = serve.views(reg, BOTH, "10s", "1m", base, History(past, STEP), origin, STEP)
         got = views[0 if kind == "vpa" else 1]["s1"]
-        assert got.model.startswith("decision_time_hgb") and want.model == "decision_time_hgb"
+        assert got.model.startswith("decision_time_lightgbm") and want.model == "decision_time_lightgbm"
         assert got.quantiles == want.quantiles
         np.testing.assert_allclose(got.values, want.values, rtol=1e-9)

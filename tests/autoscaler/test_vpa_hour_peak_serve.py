@@ -76,9 +76,9 @@ def test_in_place_vpas_read_the_hour_peak_model_at_a_level_that_learns(tidal):
     loop, source = loop_on(objects, hist.window(None, END - HOUR - STEP), reg)
     first = recs(loop.run_once())
     for r in first.values():
-        assert r.reason.model.startswith("hour_peak_hgb@"), r.reason.model
+        assert r.reason.model.startswith("hour_peak_lightgbm@"), r.reason.model
         assert r.reason.quantile == pytest.approx(0.8) and r.reason.margin == 0.0
-        assert r.reason.steps[0].startswith("hour_peak_hgb@") and "q0.80" in r.reason.steps[0]
+        assert r.reason.steps[0].startswith("hour_peak_lightgbm@") and "q0.80" in r.reason.steps[0]
         assert "violation budget 0.05" in r.reason.steps[0] and "regime in-place" in " ".join(r.reason.steps)
     # the next hour: one workload's memory runs at three times its usage, far over any request made for it
     sid = "shop/Deployment/checkout/app/memory"
@@ -134,7 +134,7 @@ def test_an_older_registry_falls_back_to_the_day_ahead_forecast_and_says_why(tid
         for r in recs(rep).values():
             assert "[day-ahead; decision-time vpa: model features 'recent', not 'hour_peak'" in r.reason.model
             assert not any(s.startswith(("hour_peak", "restart regime: the")) for s in r.reason.steps)
-        assert rep.hpa and all(d.reason.model.startswith("decision_time_hgb") for d in rep.hpa)
+        assert rep.hpa and all(d.reason.model.startswith("decision_time_lightgbm") for d in rep.hpa)
 
 
 def test_a_new_days_plans_spread_over_runs_under_day_plans_per_run(tidal):
@@ -230,7 +230,7 @@ def test_in_place_series_are_decided_once_an_interval_at_their_own_step(tidal):
                 decided[k].append(origin)
             else:
                 assert r.target == last[k], (k, r.reason.steps)
-                assert r.reason.model.startswith("hour_peak_hgb@") and "decided at" in r.reason.steps[0]
+                assert r.reason.model.startswith("hour_peak_lightgbm@") and "decided at" in r.reason.steps[0]
             last[k] = r.target
         batch = loop.decision_time.tidal.batch
         made = batch[1] if batch is not None and batch[0] == origin else {}
@@ -247,7 +247,7 @@ def test_in_place_series_are_decided_once_an_interval_at_their_own_step(tidal):
     source.history = History(series, STEP)
     late = recs(loop.run_once())
     assert not late[key].reason.model.startswith("hour_peak"), late[key].reason.steps
-    assert late[key].reason.steps[0].startswith(f"hour_peak_hgb: no forecast at {end}"), late[key].reason.steps
+    assert late[key].reason.steps[0].startswith(f"hour_peak_lightgbm: no forecast at {end}"), late[key].reason.steps
 
 
 def test_a_series_whose_seasonal_rule_cost_less_is_served_the_rule_for_the_day(tidal):
@@ -281,7 +281,7 @@ def test_a_series_whose_seasonal_rule_cost_less_is_served_the_rule_for_the_day(t
     assert levels[sid].served.value == pytest.approx(rule_request(y.to_numpy(float), epoch_ns(y.index), end.value,
                                                                   HOUR.value))
     others = [k for k in got if k != key]
-    assert others and all(got[k].reason.model.startswith("hour_peak_hgb@") for k in others)
+    assert others and all(got[k].reason.model.startswith("hour_peak_lightgbm@") for k in others)
     # five minutes on, off its step: the rule's request holds, and says so
     nxt = end + STEP
     if (nxt.value // STEP.value) % 12 == zlib.crc32(sid.encode()) % 12:

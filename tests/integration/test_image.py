@@ -85,12 +85,29 @@ def test_deploy_runs_the_image_in_every_part():
     assert {"tidewise-serve", "tidewise-enforcer", "tidewise-extender", "tidewise-train"} <= names, names
 
 
+# What python:3.11-slim (Debian bookworm) has besides the image's own files: glibc, and the C++, GCC and
+# zlib runtimes that apt itself needs. A library outside these must come from the virtualenv (wheels vendor
+# theirs) or from a package the final stage installs, each with the libraries it provides.
+BASE_LIBRARIES = frozenset({"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1", "libutil.so.1",
+                            "libresolv.so.2", "ld-linux-x86-64.so.2", "libgcc_s.so.1", "libstdc++.so.6", "libz.so.1"})
+RUNTIME_PACKAGES = {"libgomp1": frozenset({"libgomp.so.1"})}  # LightGBM's OpenMP runtime
+
+
+def apt_packages(stage_text: str) -> list[str]:
+    """The packages of every `apt-get install` in a stage's RUN lines (options left out)."""
+    found = re.findall(r"apt-get install((?:\s+[\w.+-]+)+)", stage_text)
+    return [w for group in found for w in group.split() if not w.startswith("-")]
+
+
 def test_the_final_stage_runs_as_a_user_without_build_tools():
     stages = parse(_read("Dockerfile"))
     assert len(stages) >= 2 and stages[0].name, "a named build stage and a final stage"
     final = stages[-1]
     text = " ".join(t for _, t in final.steps).lower()
-    assert not re.search(r"build-essential|\bgcc\b|\bg\+\+|\bmake\b|apt-get install|pip install", text), text
+    assert not re.search(r"build-essential|\bgcc\b|\bg\+\+|\bmake\b|pip install", text), text
+    installed = apt_packages(text)
+    assert set(installed) <= set(RUNTIME_PACKAGES), f"the final stage installs {installed}: runtime libraries only"
+    assert not installed or ("--no-install-recommends" in text and "rm -rf /var/lib/apt/lists" in text), text
     user = final.all("USER")
     assert user, "the final stage sets no USER: the container would run as root"
     uid = user[-1].split(":")[0]
@@ -163,6 +180,34 @@ def test_the_image_holds_only_the_virtualenv_and_every_package_imports(image):
     assert r.returncode == 0, r.stderr[-3000:]
     r = run(replay, env, ["python", "-c", "import pip"])
     assert r.returncode != 0, "pip is left in the image"
+
+
+def test_every_shared_library_the_image_loads_is_in_the_image(image):
+    """Every ELF object under the virtualenv finds each library it needs in the virtualenv, the slim
+    base or a package the final stage installs: the replay runs on this machine, whose /usr/lib has
+    what the image may not (LightGBM's libgomp.so.1 once passed every other test here)."""
+    replay, _ = image
+    readelf = shutil.which("readelf")
+    assert readelf, "readelf (binutils) is needed to read the image's shared objects"
+    final = replay.final
+    venvs = replay.kept  # what the final stage copies from the build: the virtualenv
+    installed = apt_packages(" ".join(t for _, t in final.steps).lower())
+    provided = BASE_LIBRARIES.union(*(RUNTIME_PACKAGES[p] for p in installed))
+    objects, own = [], set()
+    for venv in venvs:
+        for folder, _, names in os.walk(replay.host(venv)):
+            own.update(names)
+            objects += [os.path.join(folder, n) for n in names if re.search(r"\.so(\.[\d.]+)?$", n)]
+    assert objects, f"no shared object under {venvs}"
+    needed: dict[str, set[str]] = {}
+    for path in objects:
+        out = subprocess.run([readelf, "-d", path], capture_output=True, text=True, check=True).stdout
+        for lib in re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", out):
+            needed.setdefault(lib, set()).add(os.path.relpath(path, replay.root))
+    missing = {lib: sorted(users)[:3] for lib, users in needed.items() if lib not in own and lib not in provided}
+    assert not missing, f"libraries the image lacks (add their Debian package to the final stage): {missing}"
+    unused = [p for p in installed if not RUNTIME_PACKAGES[p] & needed.keys()]
+    assert not unused, f"the final stage installs {unused}, which no shared object of the image needs"
 
 
 @pytest.mark.parametrize("name,container", CONTAINERS, ids=[n for n, _ in CONTAINERS])

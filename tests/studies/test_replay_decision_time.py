@@ -1,4 +1,4 @@
-"""`tidewise replay --decision-model gbm` (issue 12; the default of both kinds since issue 24): decisions from
+"""`tidewise replay --decision-model lightgbm|gbm` (issue 12; lightgbm the default of both kinds since 2026-12-07): decisions from
 decision-time forecasts (VPA: the hour-peak model at the series' violation-budget level), the replay
 contracts unchanged, and no look-ahead (perturbing the future changes no decision before it)."""
 import numpy as np
@@ -12,7 +12,7 @@ from tests.tidewise.test_replay_cli import tidal_frame
 MODEL = ["--model", "seasonal_naive_daily"]  # the fallback: cheap and deterministic
 
 
-def replay(tmp_path, kind, frame, *extra, name="in.csv", decision=("--decision-model", "gbm")):
+def replay(tmp_path, kind, frame, *extra, name="in.csv", decision=("--decision-model", "lightgbm")):
     inp, out = tmp_path / name, tmp_path / f"out-{name}"
     frame.to_csv(inp, index=False)
     r = run_cli("replay", *decision, kind, "--input", str(inp), "--output", str(out), *MODEL, *extra)
@@ -44,11 +44,12 @@ def test_vpa_decision_model_keeps_the_contract_and_reads_no_future(tmp_path):
 
 def test_hpa_decision_model_keeps_the_contract_and_reads_no_future(tmp_path):
     frame = tidal_frame(per=1.0, start="2024-05-05T06:00:00Z")
-    out = replay(tmp_path, "hpa", frame)
+    gbm = ("--decision-model", "gbm")  # scikit-learn's backend, end to end (the default is lightgbm)
+    out = replay(tmp_path, "hpa", frame, decision=gbm)
     assert list(out.columns) == ["series", "timestamp", "replicas"]
     assert (out["replicas"] >= 1).all()
     cut = pd.Timestamp("2024-05-06T09:00:00Z")
-    out2 = replay(tmp_path, "hpa", perturbed_after(frame, cut), name="perturbed.csv")
+    out2 = replay(tmp_path, "hpa", perturbed_after(frame, cut), name="perturbed.csv", decision=gbm)
     # a replica asked for at minute t serves from t + startup (2m): what serves up to cut + 2m is settled
     settled = out["timestamp"] <= cut + pd.Timedelta("2min")
     pd.testing.assert_frame_equal(out[settled].reset_index(drop=True),
@@ -60,11 +61,11 @@ def test_both_kinds_replay_decision_time_by_default(tmp_path):
     """The defaults chosen on the full dev replay (BENCHMARKS.md, replay and tidal-requests sections)."""
     frame = tidal_frame(per=1.0, start="2024-05-05T06:00:00Z")
     default = replay(tmp_path, "hpa", frame, name="default.csv", decision=())
-    pd.testing.assert_frame_equal(default, replay(tmp_path, "hpa", frame, name="gbm.csv"))
+    pd.testing.assert_frame_equal(default, replay(tmp_path, "hpa", frame, name="lightgbm.csv"))
     day_ahead = replay(tmp_path, "hpa", frame, name="da.csv", decision=("--decision-model", "day-ahead"))
     assert not default["replicas"].equals(day_ahead["replicas"])
     vpa = replay(tmp_path, "vpa", frame, name="v.csv", decision=())
-    pd.testing.assert_frame_equal(vpa, replay(tmp_path, "vpa", frame, name="vgbm.csv"))
+    pd.testing.assert_frame_equal(vpa, replay(tmp_path, "vpa", frame, name="vlightgbm.csv"))
     vda = replay(tmp_path, "vpa", frame, name="vda.csv", decision=("--decision-model", "day-ahead"))
     assert not vpa["target"].equals(vda["target"])
 

@@ -220,7 +220,7 @@ def test_in_place_replay_serves_the_seasonal_rule_on_a_day_it_cost_less():
     assert got == pytest.approx(rule_request(y.to_numpy(), epoch_ns(y.index), t.value, hour.value))
     assert on.label == "seasonal_rule" and on.why().startswith("seasonal rule:"), on.why()
     assert on.quantile == 0.5 and off.quantile == pytest.approx(off.level.tau)
-    assert off.request_at(y, t) != pytest.approx(got) and off.label == "hour_peak_hgb"
+    assert off.request_at(y, t) != pytest.approx(got) and off.label == "hour_peak_lightgbm"
     assert on.level.tau == pytest.approx(off.level.tau)  # both walked on the model's own requests
     assert on._last is not None and on._last[1] == pytest.approx(off._last[1])  # the level's own request: the model's
 

@@ -56,7 +56,7 @@ def test_the_report_shows_the_decision_time_backtest(trained, tmp_path):
     out = tmp_path / "report.html"
     write_registry_report(str(path), str(out), max_plots=1)
     html = out.read_text()
-    assert "decision-time vpa (peak of the next 1h, hgb): held-out pinball" in html and "vs day-ahead" in html
+    assert "decision-time vpa (peak of the next 1h, lightgbm): held-out pinball" in html and "vs day-ahead" in html
 
 
 def test_train_without_decision_time_stores_none(tmp_path):

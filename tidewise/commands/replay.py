@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from typing import TYPE_CHECKING
 
@@ -47,9 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Replay Tidewise's decisions on your own history, next to the reference.")
     p.add_argument("--decision-model", choices=("day-ahead", "gbm", "lightgbm"),
                    help="forecast the decisions read: decision-time (quantiles of the next interval's peak from "
-                        "the latest samples; one global model fitted daily on the input's past; gbm = "
-                        "scikit-learn, lightgbm needs the lightgbm package) or the day-ahead forecast; default: "
-                        "gbm for hpa, day-ahead for vpa (as serve)")
+                        "the latest samples; one global model fitted on the input's past: lightgbm, the default of "
+                        "both kinds as in serve, or gbm = scikit-learn's) or the day-ahead forecast (day-ahead)")
     c = p.add_argument_group("choice by cost (VPA; hpa ignores these)")
     c.add_argument("--choose-by-cost", action="store_true",
                    help="opt-in: each UTC day, per series, serve the cheapest of the forecast, the stock VPA rule "
@@ -138,11 +136,13 @@ def settings_from(args: argparse.Namespace) -> "ReplaySettings":
 
     if args.model != "auto" and args.model not in MODELS:
         raise InputError(f"--model {args.model!r}: use auto or one of {sorted(MODELS)}")
-    from studies.replay.decision_time import decision_model_for
+    from predictor.models.decision_time import backend_problem
+    from studies.replay.decision_time import BACKEND, decision_model_for
 
     decision = decision_model_for(args.kind, getattr(args, "decision_model", None))
-    if decision == "lightgbm" and importlib.util.find_spec("lightgbm") is None:
-        raise InputError("--decision-model lightgbm: the lightgbm package is not installed; pip install lightgbm, or use gbm")
+    problem = backend_problem(BACKEND[decision]) if decision else None
+    if problem:
+        raise InputError(f"--decision-model {decision}: {problem}; install libgomp1 (Debian) or use --decision-model gbm")
     if args.kind == "vpa":
         every = parse_duration(args.every, what="--every")
         if every < STEP:

@@ -62,8 +62,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="HMAC key file (e.g. a mounted Secret): sign the new version; the previous one must verify with it")
     p.add_argument("--no-decision-time", action="store_true",
                    help="fit no decision-time models (serve then decides from the day-ahead forecast only)")
-    p.add_argument("--decision-backend", choices=("hgb", "lightgbm"), default="hgb",
-                   help="decision-time model backend (default hgb = scikit-learn; lightgbm needs the lightgbm extra)")
+    p.add_argument("--decision-backend", choices=("lightgbm", "hgb"), default="lightgbm",
+                   help="decision-time model backend (default lightgbm; hgb = scikit-learn's HistGradientBoosting)")
     p.add_argument("--vpa-interval", default="1h", metavar="DURATION",
                    help="how often serve's in-place VPA decides: the VPA model forecasts the peak of the next "
                         "DURATION (default 1h; 30m: leaner requests at the same violation rate for ~1.8x the resizes, "
@@ -196,23 +196,22 @@ def train_on_cluster(history, registry: str, settings, client, shard_size: int, 
 def decision_settings(args: argparse.Namespace, step: pd.Timedelta) -> DecisionTimeSettings:
     """The decision-time part of the run, checked before any history is read: --vpa-interval a
     multiple of the step under half a day (what the hour-peak features can forecast), lightgbm
-    installed when asked for."""
-    import importlib.util
-
+    loadable (LightGBM needs the system's OpenMP runtime)."""
     from contracts.errors import InputError
     from predictor.durations import format_duration, parse_duration
     from predictor.features.hour_peak import max_span
+    from predictor.models.decision_time import DEFAULT_BACKEND, backend_problem
     from training.decision_time import DecisionTimeSettings
 
-    backend = getattr(args, "decision_backend", "hgb")
+    backend = getattr(args, "decision_backend", DEFAULT_BACKEND)
     raw = getattr(args, "vpa_interval", "1h")
     interval = parse_duration(raw, what="--vpa-interval")
     if interval < step or interval % step or interval / step >= max_span(step):
         raise InputError(f"--vpa-interval {raw}: use a multiple of the step {format_duration(step)} "
                          "under 12h (e.g. 30m or 1h)")
-    if backend == "lightgbm" and importlib.util.find_spec("lightgbm") is None:
-        raise InputError("--decision-backend lightgbm: the lightgbm package is not installed; "
-                         "pip install 'tidewise[lightgbm]', or use hgb")
+    problem = backend_problem(backend)
+    if problem:
+        raise InputError(f"--decision-backend {backend}: {problem}; install libgomp1 (Debian) or use hgb")
     return DecisionTimeSettings(enabled=not getattr(args, "no_decision_time", False), backend=backend,
                                 vpa_window=interval)
 

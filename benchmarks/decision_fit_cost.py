@@ -1,0 +1,59 @@
+"""CPU seconds of one fleet fit of the VPA's hour-peak model per backend (BENCHMARKS.md, "LightGBM for the
+decision-time models"): `DecisionTimeGBM.fit_many` with the hour-peak features at the levels a violation
+budget walks in, on a synthetic fleet of tidal series with gamma noise, at the model's row cap and at a
+small fleet's size.
+
+    python -m benchmarks.decision_fit_cost [--series 34] [--days 35]
+
+prints a table (a minute at the defaults).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import pandas as pd
+
+from predictor.models.decision_time import BACKENDS, DecisionTimeGBM
+from predictor.pipeline.calibration import PEAK_LEVELS
+
+STEP = pd.Timedelta("5min")
+
+
+def fleet(n: int, days: int, seed: int = 0) -> dict[str, pd.Series]:
+    """`n` daily tides, each its own phase, on 5-minute steps."""
+    rng = np.random.default_rng(seed)
+    idx = pd.date_range("2024-01-01", periods=days * 288, freq=STEP, tz="UTC")
+    tod = ((idx - idx.normalize()) / pd.Timedelta("1D")).to_numpy(dtype=float)
+    return {f"s{i}": pd.Series(5 + 3 * np.sin(2 * np.pi * (tod - i / n)) + rng.gamma(2, 0.3, len(idx)), index=idx)
+            for i in range(n)}
+
+
+def fit_seconds(series: dict[str, pd.Series], backend: str, max_rows: int) -> tuple[float, int]:
+    """(CPU seconds of one fit, its training rows)."""
+    model = DecisionTimeGBM(PEAK_LEVELS, 12, backend, features="hour_peak", max_rows=max_rows)
+    t = time.process_time()
+    model.fit_many(series, STEP)
+    return time.process_time() - t, model.n_rows_
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.decision_fit_cost", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--series", type=int, default=34, help="series of the fleet (default 34, as dev)")
+    ap.add_argument("--days", type=int, default=35, help="days of each (default 35, what a replay fit reads)")
+    a = ap.parse_args(argv)
+    big = fleet(a.series, a.days)
+    short = min(a.days, 10)
+    small = {k: y[-short * 288:] for k, y in list(big.items())[:2]}  # a small fleet: 2 series, 10 days
+    print(f"one fit of the hour-peak model ({len(PEAK_LEVELS)} levels), CPU seconds")
+    print("| fleet | backend | rows | CPU s | per level |")
+    print("|---|---|---|---|---|")
+    for name, series, rows in ((f"{a.series} series x {a.days} d", big, 30000), (f"2 series x {short} d", small, 30000)):
+        for backend in BACKENDS:
+            sec, n = fit_seconds(series, backend, rows)
+            print(f"| {name} | {backend} | {n} | {sec:.2f} | {sec / len(PEAK_LEVELS):.3f} |")
+
+
+if __name__ == "__main__":
+    main()

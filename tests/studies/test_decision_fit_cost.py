@@ -1,0 +1,12 @@
+"""The fit-cost benchmark BENCHMARKS.md's "LightGBM for the decision-time models" quotes: one row per
+fleet and backend, each a fit that ran."""
+from benchmarks.decision_fit_cost import main
+from predictor.models.decision_time import BACKENDS
+
+
+def test_the_fit_cost_benchmark_times_every_backend_on_both_fleets(capsys):
+    main(["--series", "2", "--days", "3"])
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "x" in line]
+    assert sorted((r[0].lstrip("| "), r[1]) for r in rows) == sorted(
+        (f, b) for f in ("2 series x 3 d", "2 series x 3 d") for b in BACKENDS)
+    assert all(int(r[2]) > 80 and float(r[3]) > 0 for r in rows)
