@@ -126,9 +126,10 @@ class BoosterText:
     def __init__(self, text: str, n_features: int):
         try:
             import lightgbm
-        except ImportError:
-            raise ValueError("this model was fitted with the lightgbm backend, which is not installed: "
-                             "pip install 'tidewise[lightgbm]' (or retrain with the default backend)") from None
+        except (ImportError, OSError) as exc:  # OSError: its library without the system's libgomp.so.1
+            raise ValueError(f"this model was fitted with the lightgbm backend, which cannot be loaded here ({exc}): "
+                             "pip install lightgbm and install libgomp1 (Debian), or retrain with "
+                             "--decision-backend hgb") from None
         if not isinstance(text, str) or not text.startswith("tree"):
             raise ValueError("not a LightGBM text model (it must start with 'tree')")
         self.text = text

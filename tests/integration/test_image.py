@@ -30,7 +30,8 @@ import yaml
 
 from tests.conftest import ROOT
 from tidewise.cli import COMMANDS
-from tests.integration.dockerfile import SYSTEM_STEPS, Replay, context_files, ignore_rules, ignored, parse
+from tests.integration.dockerfile import (BASE_LIBRARIES, RUNTIME_PACKAGES, SYSTEM_STEPS, Replay, apt_packages,
+                                         context_files, ignore_rules, ignored, parse)
 
 pytestmark = pytest.mark.integration
 
@@ -83,20 +84,6 @@ CONTAINERS = list(tidewise_containers())
 def test_deploy_runs_the_image_in_every_part():
     names = {n.split("/")[1] for n, _ in CONTAINERS}
     assert {"tidewise-serve", "tidewise-enforcer", "tidewise-extender", "tidewise-train"} <= names, names
-
-
-# What python:3.11-slim (Debian bookworm) has besides the image's own files: glibc, and the C++, GCC and
-# zlib runtimes that apt itself needs. A library outside these must come from the virtualenv (wheels vendor
-# theirs) or from a package the final stage installs, each with the libraries it provides.
-BASE_LIBRARIES = frozenset({"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1", "libutil.so.1",
-                            "libresolv.so.2", "ld-linux-x86-64.so.2", "libgcc_s.so.1", "libstdc++.so.6", "libz.so.1"})
-RUNTIME_PACKAGES = {"libgomp1": frozenset({"libgomp.so.1"})}  # LightGBM's OpenMP runtime
-
-
-def apt_packages(stage_text: str) -> list[str]:
-    """The packages of every `apt-get install` in a stage's RUN lines (options left out)."""
-    found = re.findall(r"apt-get install((?:\s+[\w.+-]+)+)", stage_text)
-    return [w for group in found for w in group.split() if not w.startswith("-")]
 
 
 def test_the_final_stage_runs_as_a_user_without_build_tools():
