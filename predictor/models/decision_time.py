@@ -22,7 +22,7 @@ from sklearn.base import BaseEstimator
 from predictor.features.decision import FEATURE_NAMES, Features, decision_features, training_rows
 from predictor.features.hour_peak import HOUR_PEAK_NAMES, hour_peak_features
 from predictor.models.base import NotFittedError, non_crossing
-from predictor.models.gbm import QuantileTrees, _threads
+from predictor.models.trees import BoosterText, QuantileTrees, _threads
 
 ARRAYS_FORMAT = "tidewise-decision-time/1"  # bump when the layout of to_arrays changes
 BACKENDS = ("hgb", "lightgbm")
@@ -124,7 +124,7 @@ class DecisionTimeGBM(BaseEstimator):
                                        min_child_samples=self.min_samples_leaf, random_state=seed,
                                        n_jobs=self.n_threads or 0, verbose=-1)
             m.fit(x, t)
-            return m.booster_
+            return BoosterText.from_booster(m.booster_)
         from sklearn.ensemble import HistGradientBoostingRegressor
 
         m = HistGradientBoostingRegressor(loss="quantile", quantile=q, max_iter=self.max_iter,
@@ -138,11 +138,8 @@ class DecisionTimeGBM(BaseEstimator):
         """Quantiles [n, len(quantiles)] in scaled units (rows with NaN features are allowed)."""
         if not hasattr(self, "models_"):
             raise NotFittedError(f"{type(self).__name__} is not fitted: call fit_many(series, step) first")
-        if self.backend == "lightgbm":
-            with _threads(self.n_threads):
-                cols = [m.predict(x) for m in self.models_]
-        else:  # the tree walker takes its thread count: no pool cap (threadpoolctl scans libraries, ~10 ms a call)
-            cols = [m.predict(x, self.n_threads) for m in self.models_]
+        # both take their thread count: no pool cap (threadpoolctl scans libraries, ~10 ms a call)
+        cols = [m.predict(x, self.n_threads) for m in self.models_]
         return np.column_stack(cols) if cols else np.zeros((len(x), 0))
 
     def predict_series(self, y: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -163,7 +160,7 @@ class DecisionTimeGBM(BaseEstimator):
         texts: list[str] = []
         for i, m in enumerate(self.models_):
             if self.backend == "lightgbm":
-                texts.append(m.model_to_string())
+                texts.append(m.text)
                 continue
             arrays[f"q{i}.baseline"] = m.baseline
             arrays[f"q{i}.offsets"] = m.offsets
@@ -189,10 +186,8 @@ class DecisionTimeGBM(BaseEstimator):
         m._check_params()
         if list(meta.get("feature_names") or []) != list(m.feature_names):
             raise ValueError("the model was trained on other features than this tidewise computes")
-        if m.backend == "lightgbm":
-            import lightgbm
-
-            m.models_ = [lightgbm.Booster(model_str=s) for s in meta.get("lightgbm_models") or []]
+        if m.backend == "lightgbm":  # parsed and checked (a text model, its feature count), never executed
+            m.models_ = [BoosterText(s, len(m.feature_names)) for s in meta.get("lightgbm_models") or []]
         else:
             m.models_ = []
             for i in range(len(m.quantiles)):

@@ -73,6 +73,9 @@ def test_round_trip_through_json_and_arrays(backend, tmp_path):
     np.testing.assert_array_equal(m.predict_series(y)[0], back.predict_series(y)[0])
     with pytest.raises(ValueError, match="format"):
         DecisionTimeGBM.from_arrays({**meta, "format": "other/9"}, arrays)
+    if backend == "lightgbm":  # the default's text models are checked on load as the global GBM's are
+        with pytest.raises(ValueError, match="not a LightGBM text model"):
+            DecisionTimeGBM.from_arrays({**meta, "lightgbm_models": ["import os"] * len(m.quantiles)}, arrays)
 
 
 def test_features_and_targets_read_no_future():
