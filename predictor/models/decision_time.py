@@ -34,6 +34,11 @@ BACKENDS = ("hgb", "lightgbm")
 # `python -m benchmarks.decision_fit_cost`: 6.7 vs 10.5 CPU s at 30,000 rows, 2.2 vs 4.9 at 5,162).
 DEFAULT_BACKEND = "lightgbm"
 
+# feature sets: "recent" (issue 12: the latest samples, a day and a week ago) and "hour_peak" (issue 24:
+# the same window on each of the last 7 days and 4 weeks, the tide's slope; the VPA's default)
+FEATURE_SETS: dict[str, tuple[tuple[str, ...], Features]] = {
+    "recent": (tuple(FEATURE_NAMES), decision_features), "hour_peak": (HOUR_PEAK_NAMES, hour_peak_features)}
+
 
 def backend_problem(backend: str) -> str | None:
     """Why `backend` cannot fit or load here (None: it can): LightGBM's library needs the system's
@@ -45,18 +50,14 @@ def backend_problem(backend: str) -> str | None:
     except (ImportError, OSError) as exc:
         return f"lightgbm cannot be loaded ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
     return None
-# feature sets: "recent" (issue 12: the latest samples, a day and a week ago) and "hour_peak" (issue 24:
-# the same window on each of the last 7 days and 4 weeks, the tide's slope; the VPA's default)
-FEATURE_SETS: dict[str, tuple[tuple[str, ...], Features]] = {
-    "recent": (tuple(FEATURE_NAMES), decision_features), "hour_peak": (HOUR_PEAK_NAMES, hour_peak_features)}
 
 
 class DecisionTimeGBM(BaseEstimator):
     """Global quantile model of max(y[t .. t+span-1]) given y before t (see the module doc)."""
 
     def __init__(self, quantiles: Sequence[float] = (0.5, 0.9, 0.95, 0.99), span: int = 12,
-                 backend: str = DEFAULT_BACKEND, max_iter: int = 80, learning_rate: float = 0.1, max_leaf_nodes: int = 15,
-                 min_samples_leaf: int = 40, max_rows: int = 30000, random_state: int = 0,
+                 backend: str = DEFAULT_BACKEND, max_iter: int = 80, learning_rate: float = 0.1,
+                 max_leaf_nodes: int = 15, min_samples_leaf: int = 40, max_rows: int = 30000, random_state: int = 0,
                  n_threads: int | None = 1, features: str = "recent"):
         self.quantiles = quantiles
         self.span = span

@@ -135,3 +135,34 @@ def test_calibration_tracks_a_drifting_series():
     cov_cal = np.mean(actual[late] <= cal[late, 1])
     assert cov_raw < 0.7  # drift: the raw model misses far more often than 10%
     assert abs(cov_cal - 0.9) < abs(cov_raw - 0.9) and cov_cal > 0.8
+
+
+def test_an_unloadable_lightgbm_is_named_with_its_fix_before_any_work(monkeypatch):
+    """LightGBM is a dependency, but its library needs the system's libgomp.so.1 (an OSError on import
+    where it is missing, as on a bare slim image): both commands refuse in one line, naming the fix."""
+    import argparse
+    import sys
+
+    import pandas as pd
+
+    from contracts.errors import InputError
+    from predictor.models.decision_time import backend_problem
+    from tidewise.commands.train import decision_settings
+
+    assert backend_problem("lightgbm") is None and backend_problem("hgb") is None
+    monkeypatch.setitem(sys.modules, "lightgbm", None)  # import lightgbm now raises ImportError
+    assert backend_problem("hgb") is None
+    assert backend_problem("lightgbm").startswith("lightgbm cannot be loaded (")
+    args = argparse.Namespace(decision_backend="lightgbm", vpa_interval="1h", no_decision_time=False)
+    with pytest.raises(InputError, match=r"^--decision-backend lightgbm: lightgbm cannot be loaded .*libgomp1.* use hgb$"):
+        decision_settings(args, pd.Timedelta("5min"))
+    assert decision_settings(argparse.Namespace(decision_backend="hgb", vpa_interval="1h", no_decision_time=False),
+                             pd.Timedelta("5min")).backend == "hgb"
+    from tidewise.cli import build_parser
+    from tidewise.commands.replay import settings_from
+
+    replay = build_parser().parse_args(["replay", "vpa", "--input", "in.csv", "--output", "out.csv"])  # the default
+    with pytest.raises(InputError, match=r"^--decision-model lightgbm: lightgbm cannot be loaded .*--decision-model gbm$"):
+        settings_from(replay)
+    gbm = build_parser().parse_args(["replay", "--decision-model", "gbm", "vpa", "--input", "in.csv", "--output", "o.csv"])
+    assert settings_from(gbm).decision_model == "gbm"
