@@ -3,7 +3,7 @@ decision-time models"): `DecisionTimeGBM.fit_many` with the hour-peak features a
 budget walks in, on a synthetic fleet of tidal series with gamma noise, at the model's row cap and at a
 small fleet's size.
 
-    python -m benchmarks.decision_fit_cost [--series 34] [--days 35]
+    python -m benchmarks.decision_fit_cost [--series 34] [--days 35] [--levels 9]
 
 prints a table (a minute at the defaults).
 """
@@ -30,9 +30,10 @@ def fleet(n: int, days: int, seed: int = 0) -> dict[str, pd.Series]:
             for i in range(n)}
 
 
-def fit_seconds(series: dict[str, pd.Series], backend: str, max_rows: int) -> tuple[float, int]:
+def fit_seconds(series: dict[str, pd.Series], backend: str, max_rows: int, levels: tuple[float, ...]
+                ) -> tuple[float, int]:
     """(CPU seconds of one fit, its training rows)."""
-    model = DecisionTimeGBM(PEAK_LEVELS, 12, backend, features="hour_peak", max_rows=max_rows)
+    model = DecisionTimeGBM(levels, 12, backend, features="hour_peak", max_rows=max_rows)
     t = time.process_time()
     model.fit_many(series, STEP)
     return time.process_time() - t, model.n_rows_
@@ -42,17 +43,20 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.decision_fit_cost", description=__doc__.split("\n\n")[0])
     ap.add_argument("--series", type=int, default=34, help="series of the fleet (default 34, as dev)")
     ap.add_argument("--days", type=int, default=35, help="days of each (default 35, what a replay fit reads)")
+    ap.add_argument("--levels", type=int, default=len(PEAK_LEVELS),
+                    help=f"fit the first N of the model's {len(PEAK_LEVELS)} levels (default all)")
     a = ap.parse_args(argv)
+    levels = tuple(PEAK_LEVELS[: max(1, a.levels)])
     big = fleet(a.series, a.days)
     short = min(a.days, 10)
     small = {k: y[-short * 288:] for k, y in list(big.items())[:2]}  # a small fleet: 2 series, 10 days
-    print(f"one fit of the hour-peak model ({len(PEAK_LEVELS)} levels), CPU seconds")
+    print(f"one fit of the hour-peak model ({len(levels)} levels), CPU seconds")
     print("| fleet | backend | rows | CPU s | per level |")
     print("|---|---|---|---|---|")
     for name, series, rows in ((f"{a.series} series x {a.days} d", big, 30000), (f"2 series x {short} d", small, 30000)):
         for backend in BACKENDS:
-            sec, n = fit_seconds(series, backend, rows)
-            print(f"| {name} | {backend} | {n} | {sec:.2f} | {sec / len(PEAK_LEVELS):.3f} |")
+            sec, n = fit_seconds(series, backend, rows, levels)
+            print(f"| {name} | {backend} | {n} | {sec:.2f} | {sec / len(levels):.3f} |")
 
 
 if __name__ == "__main__":
