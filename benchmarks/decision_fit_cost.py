@@ -1,9 +1,9 @@
 """CPU seconds of one fleet fit of the VPA's hour-peak model per backend (BENCHMARKS.md, "LightGBM for the
 decision-time models"): `DecisionTimeGBM.fit_many` with the hour-peak features at the levels a violation
-budget walks in, on a synthetic fleet of tidal series with gamma noise, at the model's row cap and at a
-small fleet's size.
+budget walks in, on the serving benchmarks' synthetic fleet (`benchmarks.fleet`: CPU and memory of each
+workload), at the model's row cap and at a small fleet's size.
 
-    python -m benchmarks.decision_fit_cost [--series 34] [--days 35] [--levels 9]
+    python -m benchmarks.decision_fit_cost [--workloads 17] [--days 35] [--levels 9]
 
 prints a table (a minute at the defaults).
 """
@@ -12,22 +12,13 @@ from __future__ import annotations
 import argparse
 import time
 
-import numpy as np
 import pandas as pd
 
+from benchmarks.fleet import offline_fleet
 from predictor.models.decision_time import BACKENDS, DecisionTimeGBM
 from predictor.pipeline.calibration import PEAK_LEVELS
 
 STEP = pd.Timedelta("5min")
-
-
-def fleet(n: int, days: int, seed: int = 0) -> dict[str, pd.Series]:
-    """`n` daily tides, each its own phase, on 5-minute steps."""
-    rng = np.random.default_rng(seed)
-    idx = pd.date_range("2024-01-01", periods=days * 288, freq=STEP, tz="UTC")
-    tod = ((idx - idx.normalize()) / pd.Timedelta("1D")).to_numpy(dtype=float)
-    return {f"s{i}": pd.Series(5 + 3 * np.sin(2 * np.pi * (tod - i / n)) + rng.gamma(2, 0.3, len(idx)), index=idx)
-            for i in range(n)}
 
 
 def fit_seconds(series: dict[str, pd.Series], backend: str, max_rows: int, levels: tuple[float, ...]
@@ -41,19 +32,19 @@ def fit_seconds(series: dict[str, pd.Series], backend: str, max_rows: int, level
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.decision_fit_cost", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--series", type=int, default=34, help="series of the fleet (default 34, as dev)")
+    ap.add_argument("--workloads", type=int, default=17, help="workloads of the fleet, two series each (default 17)")
     ap.add_argument("--days", type=int, default=35, help="days of each (default 35, what a replay fit reads)")
     ap.add_argument("--levels", type=int, default=len(PEAK_LEVELS),
                     help=f"fit the first N of the model's {len(PEAK_LEVELS)} levels (default all)")
     a = ap.parse_args(argv)
     levels = tuple(PEAK_LEVELS[: max(1, a.levels)])
-    big = fleet(a.series, a.days)
+    big = dict(offline_fleet(a.workloads, 1, a.days)[1].series)
     short = min(a.days, 10)
     small = {k: y[-short * 288:] for k, y in list(big.items())[:2]}  # a small fleet: 2 series, 10 days
     print(f"one fit of the hour-peak model ({len(levels)} levels), CPU seconds")
     print("| fleet | backend | rows | CPU s | per level |")
     print("|---|---|---|---|---|")
-    for name, series, rows in ((f"{a.series} series x {a.days} d", big, 30000), (f"2 series x {short} d", small, 30000)):
+    for name, series, rows in ((f"{len(big)} series x {a.days} d", big, 30000), (f"2 series x {short} d", small, 30000)):
         for backend in BACKENDS:
             sec, n = fit_seconds(series, backend, rows, levels)
             print(f"| {name} | {backend} | {n} | {sec:.2f} | {sec / len(levels):.3f} |")

@@ -1,6 +1,8 @@
 """Decision-time forecasts (issue 12): the estimator contract, no look-ahead, serialisation without
 pickle, and adaptive-conformal calibration on a drifting series."""
+import argparse
 import json
+import sys
 
 import numpy as np
 import pandas as pd
@@ -8,9 +10,13 @@ import pytest
 
 from predictor.features.decision import decision_features, next_max, training_rows
 from predictor.models.base import NotFittedError
-from predictor.models.decision_time import DecisionTimeGBM
+from contracts.errors import InputError
+from predictor.models.decision_time import DecisionTimeGBM, backend_problem
 from predictor.pipeline.calibration import AdaptiveConformal
 from predictor.pipeline.decision import calibrated_series
+from tidewise.cli import build_parser
+from tidewise.commands.replay import settings_from
+from tidewise.commands.train import decision_settings
 
 STEP = pd.Timedelta("5min")
 QS = (0.5, 0.9, 0.95, 0.99)
@@ -140,15 +146,6 @@ def test_calibration_tracks_a_drifting_series():
 def test_an_unloadable_lightgbm_is_named_with_its_fix_before_any_work(monkeypatch):
     """LightGBM is a dependency, but its library needs the system's libgomp.so.1 (an OSError on import
     where it is missing, as on a bare slim image): both commands refuse in one line, naming the fix."""
-    import argparse
-    import sys
-
-    import pandas as pd
-
-    from contracts.errors import InputError
-    from predictor.models.decision_time import backend_problem
-    from tidewise.commands.train import decision_settings
-
     assert backend_problem("lightgbm") is None and backend_problem("hgb") is None
     monkeypatch.setitem(sys.modules, "lightgbm", None)  # import lightgbm now raises ImportError
     assert backend_problem("hgb") is None
@@ -158,9 +155,6 @@ def test_an_unloadable_lightgbm_is_named_with_its_fix_before_any_work(monkeypatc
         decision_settings(args, pd.Timedelta("5min"))
     assert decision_settings(argparse.Namespace(decision_backend="hgb", vpa_interval="1h", no_decision_time=False),
                              pd.Timedelta("5min")).backend == "hgb"
-    from tidewise.cli import build_parser
-    from tidewise.commands.replay import settings_from
-
     replay = build_parser().parse_args(["replay", "vpa", "--input", "in.csv", "--output", "out.csv"])  # the default
     with pytest.raises(InputError, match=r"^--decision-model lightgbm: lightgbm cannot be loaded .*--decision-model gbm$"):
         settings_from(replay)

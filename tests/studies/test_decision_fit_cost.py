@@ -5,7 +5,7 @@ from predictor.models.decision_time import BACKENDS
 
 
 def test_the_fit_cost_benchmark_times_every_backend_on_both_fleets(capsys):
-    main(["--series", "2", "--days", "3", "--levels", "1"])  # one level: the table, not the timing
+    main(["--workloads", "1", "--days", "3", "--levels", "1"])  # one level: the table, not the timing
     out = capsys.readouterr().out
     assert out.startswith("one fit of the hour-peak model (1 levels), CPU seconds")
     rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| ") and "x" in line]
