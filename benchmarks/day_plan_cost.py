@@ -2,7 +2,9 @@
 day's `DayPlanner.decide` without and with the week its series kept from the day before (`PlanMemo`), and
 the stock rule's hourly re-read, as `autoscaler/routines/tidal.py` makes them (the history cut by
 position to its 9-day context, the run's origin 5 minutes past the hour), on the benchmark fleet's
-synthetic series (`benchmarks.fleet`).
+synthetic series (`benchmarks.fleet`). A third planner reads the memo `benchmarks.tidal_serve` gives its
+new day (today's memo re-dated: the day's plan and the day before's stock targets unset), which leaves
+the oldest day of the week to work out as well: how much that benchmark's new-day rows overstate.
 
     python -m benchmarks.day_plan_cost [--series 400]
 
@@ -12,6 +14,7 @@ prints CPU milliseconds a series for each, and how many of the series the plan a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from typing import Callable
 
@@ -51,12 +54,22 @@ def main(argv: list[str] | None = None) -> None:
         p.decide(before.floor("D"), vpa.violation_budget, stock_today=False)
         return p.memo(before.floor("D"))
 
+    def redated(y: pd.Series, _: int) -> object:  # benchmarks/tidal_serve.py's new day
+        p = DayPlanner(near(y, origin), vpa, n)
+        p.decide(today, vpa.violation_budget, stock_today=False)
+        memo = p.memo(today)
+        has = memo.has.copy()
+        has[-1, 0] = has[-2, 1] = False
+        return dataclasses.replace(memo, has=has)
+
     _, memos = per_series(series, yesterday)
+    _, redated_memos = per_series(series, redated)
     rows = []
-    for label, carried in (("a new day's plan, the whole week worked out", False),
-                           ("a new day's plan, with the week kept from yesterday", True)):
-        def today_plan(y: pd.Series, k: int, carried: bool = carried) -> object:
-            memo = memos[k] if carried else None
+    for label, kept in (("a new day's plan, the whole week worked out", None),
+                        ("a new day's plan, with the week kept from yesterday", memos),
+                        ("a new day's plan, with the serve benchmark's re-dated memo", redated_memos)):
+        def today_plan(y: pd.Series, k: int, kept: list[object] | None = kept) -> object:
+            memo = None if kept is None else kept[k]
             planner = DayPlanner(near(y, origin), vpa, n, carried=memo)  # type: ignore[arg-type]
             return planner.decide(today, vpa.violation_budget, stock_today=False)
 
