@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autoscaler.logic.day_plan import (DAY, FACTORS, LOOK, PROFILE_DAYS, STEP, DayPlanner, blocks, multiplier,
-                                       nanmedian_rows, violation)
+from autoscaler.logic.day_plan import (DAY, FACTORS, LOOK, PROFILE_DAYS, SAME_WEEKDAY, STEP, DayPlanner, blocks,
+                                       multiplier, nanmedian_rows, violation)
 from autoscaler.logic.stock_rule import stock_targets
 from autoscaler.logic.vpa import vpa_default_request
 from autoscaler.settings import VpaSettings
@@ -68,9 +68,10 @@ class Reference(DayPlanner):
             hours = day + pd.to_timedelta(np.arange(24), unit="h")
             past = np.column_stack([self.peaks.reindex(hours - d * DAY).to_numpy() for d in range(1, PROFILE_DAYS + 1)])
             enough = np.isfinite(past).sum(axis=1) >= 2
+            votes = np.column_stack([past] + [past[:, -1]] * (SAME_WEEKDAY - 1))  # the week back's extra votes
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # an hour with no past peak
-                profile = np.where(enough, np.nanmedian(past, axis=1) if enough.any() else np.nan, np.nan)
+                profile = np.where(enough, np.nanmedian(votes, axis=1) if enough.any() else np.nan, np.nan)
             self._plans[day.value] = blocks_loop(profile, self.n) if enough.any() else None
 
     def _stock_at(self, times: np.ndarray) -> np.ndarray:
