@@ -30,7 +30,7 @@ BACKENDS = ("hgb", "lightgbm")
 # reference scorer on both suites (BENCHMARKS.md, "LightGBM for the decision-time models"), LightGBM
 # against scikit-learn at the same trees, leaves and rows: in place gap closed 0.421 vs 0.433 on dev,
 # 0.374 vs 0.336 on the 40 series dev does not read; HPA 0.480x vs 0.486x and 0.390x vs 0.388x; restart
-# unchanged (its day plan is the last week's median hourly peaks, no model). Faster to fit at the same
+# unchanged (its day plan is a median of the last week's hourly peaks, no model). Faster to fit at the same
 # size (9 levels, `python -m benchmarks.decision_fit_cost`: 8.4 vs 12.2 CPU s at 30,000 rows, 2.2 vs 5.2
 # at 5,162).
 DEFAULT_BACKEND = "lightgbm"
