@@ -7,8 +7,9 @@ programming over cut points, 24 hours x n blocks). `multiplier` is the plan's ca
 smallest factor on the plan whose steps over the request, on the recent days replayed, stay within
 the budget. `cost` is what the choice between the plan and the stock rule compares. `DayPlanner` puts them
 together for one series: each UTC day, the N-block plan from the median of each hour's peak on the
-last 7 days (the same weekday a week back counted `SAME_WEEKDAY` times: a weekly tide), scaled to keep the last week within `PLAN_SHARE` of the budget (a plan fixed for a
-day cannot react within it, so it is calibrated below the budget), or the stock VPA's hourly
+last 7 days (the same weekday a week back counted `SAME_WEEKDAY` times: a weekly tide), scaled to
+keep the last week within `PLAN_SHARE` of the budget (a plan fixed for a day cannot react within it,
+so it is calibrated below the budget), or the stock VPA's hourly
 target, calibrated the same way but never above its own level (`stock_factor`), whichever cost less
 on that week; the reason shows both costs. Replay
 (`studies/replay/day_plan.py`) and serve's restart regime read it.
@@ -32,7 +33,8 @@ HOUR_NS = pd.Timedelta("1h").value
 PROFILE_DAYS = 7  # the plan's hourly peaks: the median of the same hour on this many past days
 # ... in which the same weekday a week back counts this many times: a weekly tide (a quiet weekend, a busy
 # Monday) shows in the plan, where the plain median let the 5 other days outvote it. Measured on both suites
-# along the budget curve (BENCHMARKS.md, "the same weekday counted three times"); 1 is the plain median
+# along the budget curve (BENCHMARKS.md, "The same weekday counted three times in the restart plan"); 1 is the
+# plain median
 SAME_WEEKDAY = 3
 LOOK = 7  # days of the series' own past the plan is calibrated and chosen on
 PLAN_SHARE = 0.6  # the plan is calibrated to this share of the budget on its last week
