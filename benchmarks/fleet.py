@@ -1,7 +1,8 @@
 """The offline fleet the serving benchmarks run `run_once` on (`serving.py`'s scale part,
 `tidal_serve.py`): a synthetic cluster of big nodes, its usage as one in-memory History on a shared
-index, the cluster state as `kubectl get -o json` prints it, one timed run, and one more 5-minute step
-of data (each series repeating its value a day earlier)."""
+index, the cluster state as `kubectl get -o json` prints it, one timed run, one more 5-minute step
+of data (each series repeating its value a day earlier), and the restart regime's week as a series
+carries it into a new UTC day."""
 from __future__ import annotations
 
 import json
@@ -13,6 +14,8 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from autoscaler.logic.day_plan import DAY, DayPlanner, PlanMemo
+from autoscaler.settings import VpaSettings
 from predictor.history import History
 from predictor.sources.synthetic import SyntheticCluster, generate_cluster
 from studies.demo import cluster_objects
@@ -66,3 +69,21 @@ def advance(hist: History, step: pd.Timedelta) -> None:
         if old is not y.index:
             old, new = grown[id(y.index)] = (y.index, y.index.append(pd.DatetimeIndex([y.index[-1] + step])))
         hist.series[sid] = pd.Series(np.append(y.to_numpy(), y.iloc[-per_day]), index=new, copy=False)  # one array, not two
+
+
+def yesterdays_memo(today: PlanMemo, y: pd.Series, settings: VpaSettings) -> PlanMemo:
+    """The memo a series' first run of yesterday left (`DayPlanner.memo` of yesterday), from the one of
+    today: the 6 days both hold moved up a row, yesterday's stock targets unset (a day under way has
+    none), and the oldest day's plan and stock targets worked out from `y`. Today planned again from
+    it does what a real new day does: one plan and one day of stock targets (not also the oldest day's)."""
+    last = today.last - DAY.value
+    plans, stock, has = np.full_like(today.plans, np.nan), np.full_like(today.stock, np.nan), np.zeros_like(today.has)
+    plans[1:], stock[1:], has[1:] = today.plans[:-1], today.stock[:-1], today.has[:-1]
+    has[-1, 1], stock[-1] = False, np.nan
+    oldest = pd.Timestamp(last - (len(has) - 1) * DAY.value, tz="UTC")
+    planner = DayPlanner(y, settings, today.n)
+    plan = planner.plan(oldest)
+    plans[0], stock[0], has[0] = np.nan if plan is None else plan, planner.stock_day(oldest), True
+    for a in (plans, stock, has):
+        a.flags.writeable = False
+    return PlanMemo(today.n, last, plans, stock, has)

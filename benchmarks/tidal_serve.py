@@ -26,9 +26,9 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SCRIPT = r'''
-import dataclasses, json, os, resource, subprocess, sys, time
+import json, os, resource, subprocess, sys, time
 import pandas as pd
-from benchmarks.fleet import advance, offline_fleet, timed_run, write_state
+from benchmarks.fleet import advance, offline_fleet, timed_run, write_state, yesterdays_memo
 from studies.demo import MemorySource
 from autoscaler.input.cluster import FileCluster
 from autoscaler.output.sinks import FileSink
@@ -110,17 +110,15 @@ minutes += 15
 if regime == "restart":
     # a new UTC day re-plans every series: each kept plan is dated the day before, as at midnight (the
     # same day planned again from the same history: the same numbers, the same work), and the runs go
-    # on until every plan is made, vpa.day_plans_per_run a run. Each series' memo of its week loses what
-    # a new day's planner has to make (the day's plan, the stock targets of the day before); it also
-    # makes the oldest day's, which a real new day finds in its memo: one day's work more, not less
+    # on until every plan is made, vpa.day_plans_per_run a run. Each series' memo of its week is the one
+    # yesterday's first run would have left (`yesterdays_memo`, made here, not timed), so a planner does
+    # a real new day's work: the day's plan and the stock targets of the day before
     plans = loop.decision_time.tidal.plans
     today = next(iter(plans.values())).day
-    for choice in plans.values():
+    for sid, choice in plans.items():
         choice.day = today - pd.Timedelta("1D")
         if choice.memo is not None:
-            has = choice.memo.has.copy()
-            has[-1, 0] = has[-2, 1] = False
-            choice.memo = dataclasses.replace(choice.memo, has=has)
+            choice.memo = yesterdays_memo(choice.memo, hist.series[sid], s.vpa)
     cap, day_runs = s.vpa.day_plans_per_run, []
     while any(ch.day != today for ch in plans.values()) and len(day_runs) < 100:
         advance(hist, c.step)
