@@ -2,9 +2,10 @@
 day's `DayPlanner.decide` without and with the week its series kept from the day before (`PlanMemo`), and
 the stock rule's hourly re-read, as `autoscaler/routines/tidal.py` makes them (the history cut by
 position to its 9-day context, the run's origin 5 minutes past the hour), on the benchmark fleet's
-synthetic series (`benchmarks.fleet`). A third planner reads the memo `benchmarks.tidal_serve` gives its
-new day (today's memo re-dated: the day's plan and the day before's stock targets unset), which leaves
-the oldest day of the week to work out as well: how much that benchmark's new-day rows overstate.
+synthetic series (`benchmarks.fleet`). A third planner reads today's memo re-dated (the day's plan and the
+day before's stock targets unset), which leaves the oldest day of the week to work out as well: what
+`benchmarks.tidal_serve` gave its new day until it took `benchmarks.fleet.yesterdays_memo`, and how much
+its new-day rows overstated before (BENCHMARKS.md).
 
     python -m benchmarks.day_plan_cost [--series 400]
 
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
         p.decide(before.floor("D"), vpa.violation_budget, stock_today=False)
         return p.memo(before.floor("D"))
 
-    def redated(y: pd.Series, _: int) -> object:  # benchmarks/tidal_serve.py's new day
+    def redated(y: pd.Series, _: int) -> object:  # benchmarks/tidal_serve.py's new day until yesterdays_memo
         p = DayPlanner(near(y, origin), vpa, n)
         p.decide(today, vpa.violation_budget, stock_today=False)
         memo = p.memo(today)
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for label, kept in (("a new day's plan, the whole week worked out", None),
                         ("a new day's plan, with the week kept from yesterday", memos),
-                        ("a new day's plan, with the serve benchmark's re-dated memo", redated_memos)):
+                        ("a new day's plan, with today's memo re-dated (the serve benchmark's before)", redated_memos)):
         def today_plan(y: pd.Series, k: int, kept: list[object] | None = kept) -> object:
             memo = None if kept is None else kept[k]
             planner = DayPlanner(near(y, origin), vpa, n, carried=memo)  # type: ignore[arg-type]

@@ -1,6 +1,6 @@
 """The restart regime's cost benchmark (benchmarks/day_plan_cost.py) that BENCHMARKS.md's "a new day's
 plans" paragraph quotes: it times the planner with and without the week kept from yesterday, and with the
-serve benchmark's re-dated memo, which make the same choices, and the hourly stock read."""
+memo the serve benchmark re-dated before, which make the same choices, and the hourly stock read."""
 from benchmarks.day_plan_cost import main
 
 
@@ -11,7 +11,7 @@ def test_the_day_plan_cost_benchmark_times_both_planners_making_the_same_choices
             if line.startswith(("| a ", "| the stock"))}
     fresh = rows["a new day's plan, the whole week worked out"]
     kept = rows["a new day's plan, with the week kept from yesterday"]
-    redated = rows["a new day's plan, with the serve benchmark's re-dated memo"]
+    redated = rows["a new day's plan, with today's memo re-dated (the serve benchmark's before)"]
     assert float(fresh[1]) > 0 and float(kept[1]) > 0 and float(redated[1]) > 0
     assert fresh[2] == kept[2] and "plan " in fresh[2] and "stock rule " in fresh[2]  # the same choices
     assert redated[2] == kept[2]  # today planned again from the same samples: the same choices
