@@ -2,10 +2,8 @@
 day's `DayPlanner.decide` without and with the week its series kept from the day before (`PlanMemo`), and
 the stock rule's hourly re-read, as `autoscaler/routines/tidal.py` makes them (the history cut by
 position to its 9-day context, the run's origin 5 minutes past the hour), on the benchmark fleet's
-synthetic series (`benchmarks.fleet`). A third planner reads today's memo re-dated (the day's plan and the
-day before's stock targets unset), which leaves the oldest day of the week to work out as well: what
-`benchmarks.tidal_serve` gave its new day until it took `benchmarks.fleet.yesterdays_memo`, and how much
-its new-day rows overstated before (BENCHMARKS.md).
+synthetic series (`benchmarks.fleet`). A third planner reads the memo `benchmarks.tidal_serve` hands its new
+day (`benchmarks.fleet.yesterdays_memo`, rebuilt from today's): it should cost what the kept week costs.
 
     python -m benchmarks.day_plan_cost [--series 400]
 
@@ -15,7 +13,6 @@ prints CPU milliseconds a series for each, and how many of the series the plan a
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
 from typing import Callable
 
@@ -24,7 +21,7 @@ import pandas as pd
 from autoscaler.logic.day_plan import DAY, DayPlanner
 from autoscaler.routines.tidal import CONTEXT
 from autoscaler.settings import ServeSettings
-from benchmarks.fleet import offline_fleet
+from benchmarks.fleet import offline_fleet, yesterdays_memo
 from predictor.timestamps import position
 
 FIVE = pd.Timedelta("5min")
@@ -55,20 +52,17 @@ def main(argv: list[str] | None = None) -> None:
         p.decide(before.floor("D"), vpa.violation_budget, stock_today=False)
         return p.memo(before.floor("D"))
 
-    def redated(y: pd.Series, _: int) -> object:  # benchmarks/tidal_serve.py's new day until yesterdays_memo
+    def rebuilt(y: pd.Series, _: int) -> object:  # what benchmarks/tidal_serve.py's new day reads
         p = DayPlanner(near(y, origin), vpa, n)
         p.decide(today, vpa.violation_budget, stock_today=False)
-        memo = p.memo(today)
-        has = memo.has.copy()
-        has[-1, 0] = has[-2, 1] = False
-        return dataclasses.replace(memo, has=has)
+        return yesterdays_memo(p.memo(today), near(y, origin), vpa)
 
     _, memos = per_series(series, yesterday)
-    _, redated_memos = per_series(series, redated)
+    _, rebuilt_memos = per_series(series, rebuilt)
     rows = []
     for label, kept in (("a new day's plan, the whole week worked out", None),
                         ("a new day's plan, with the week kept from yesterday", memos),
-                        ("a new day's plan, with today's memo re-dated (the serve benchmark's before)", redated_memos)):
+                        ("a new day's plan, with the serve benchmark's memo (yesterdays_memo)", rebuilt_memos)):
         def today_plan(y: pd.Series, k: int, kept: list[object] | None = kept) -> object:
             memo = None if kept is None else kept[k]
             planner = DayPlanner(near(y, origin), vpa, n, carried=memo)  # type: ignore[arg-type]

@@ -14,7 +14,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from autoscaler.logic.day_plan import DAY, DayPlanner, PlanMemo
+from autoscaler.logic.day_plan import DAY, LOOK, DayPlanner, PlanMemo
 from autoscaler.settings import VpaSettings
 from predictor.history import History
 from predictor.sources.synthetic import SyntheticCluster, generate_cluster
@@ -73,17 +73,12 @@ def advance(hist: History, step: pd.Timedelta) -> None:
 
 def yesterdays_memo(today: PlanMemo, y: pd.Series, settings: VpaSettings) -> PlanMemo:
     """The memo a series' first run of yesterday left (`DayPlanner.memo` of yesterday), from the one of
-    today: the 6 days both hold moved up a row, yesterday's stock targets unset (a day under way has
-    none), and the oldest day's plan and stock targets worked out from `y`. Today planned again from
-    it does what a real new day does: one plan and one day of stock targets (not also the oldest day's)."""
-    last = today.last - DAY.value
-    plans, stock, has = np.full_like(today.plans, np.nan), np.full_like(today.stock, np.nan), np.zeros_like(today.has)
-    plans[1:], stock[1:], has[1:] = today.plans[:-1], today.stock[:-1], today.has[:-1]
-    has[-1, 1], stock[-1] = False, np.nan
-    oldest = pd.Timestamp(last - (len(has) - 1) * DAY.value, tz="UTC")
-    planner = DayPlanner(y, settings, today.n)
-    plan = planner.plan(oldest)
-    plans[0], stock[0], has[0] = np.nan if plan is None else plan, planner.stock_day(oldest), True
-    for a in (plans, stock, has):
-        a.flags.writeable = False
-    return PlanMemo(today.n, last, plans, stock, has)
+    today: a planner reads today's, works out the oldest day of yesterday's week from `y` (its plan and
+    stock targets) and writes yesterday's. Today planned again from it does what a real new day does: one
+    plan and one day of stock targets (not also the oldest day's)."""
+    yesterday = pd.Timestamp(today.last, tz="UTC") - DAY
+    planner = DayPlanner(y, settings, today.n, carried=today)
+    oldest = yesterday - (LOOK - 1) * DAY
+    planner.plan(oldest)
+    planner.stock_day(oldest)
+    return planner.memo(yesterday)

@@ -236,7 +236,7 @@ class DayPlanner:
         back = np.arange(1, PROFILE_DAYS + 1, dtype=np.int64) * DAY.value
         past = self._peaks_at((hours[:, None] - back[None, :]).ravel()).reshape(len(hours), PROFILE_DAYS)
         enough = np.isfinite(past).sum(axis=1) >= 2
-        weekday = np.repeat(past[:, -1:], SAME_WEEKDAY - 1, axis=1)  # the week-back column's extra votes
+        weekday = past[:, [6] * (SAME_WEEKDAY - 1)]  # column 6, 7 days back: the same weekday's extra votes
         medians = nanmedian_rows(np.hstack([past, weekday]))  # an hour with no past peak is NaN
         for k, day in enumerate(todo):
             ok = enough[24 * k: 24 * (k + 1)]

@@ -68,7 +68,7 @@ class Reference(DayPlanner):
             hours = day + pd.to_timedelta(np.arange(24), unit="h")
             past = np.column_stack([self.peaks.reindex(hours - d * DAY).to_numpy() for d in range(1, PROFILE_DAYS + 1)])
             enough = np.isfinite(past).sum(axis=1) >= 2
-            votes = np.column_stack([past] + [past[:, -1]] * (SAME_WEEKDAY - 1))  # the week back's extra votes
+            votes = np.column_stack([past] + [past[:, 6]] * (SAME_WEEKDAY - 1))  # 7 days back: the same weekday's extra votes
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # an hour with no past peak
                 profile = np.where(enough, np.nanmedian(votes, axis=1) if enough.any() else np.nan, np.nan)

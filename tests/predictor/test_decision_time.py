@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from contracts.errors import InputError
 from predictor.features.decision import decision_features, next_max, training_rows
 from predictor.models.base import NotFittedError
-from contracts.errors import InputError
 from predictor.models.decision_time import DecisionTimeGBM, backend_problem
 from predictor.pipeline.calibration import AdaptiveConformal
 from predictor.pipeline.decision import calibrated_series

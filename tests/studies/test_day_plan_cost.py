@@ -1,6 +1,6 @@
 """The restart regime's cost benchmark (benchmarks/day_plan_cost.py) that BENCHMARKS.md's "a new day's
 plans" paragraph quotes: it times the planner with and without the week kept from yesterday, and with the
-memo the serve benchmark re-dated before, which make the same choices, and the hourly stock read."""
+memo the serve benchmark rebuilds for its new day, which make the same choices, and the hourly stock read."""
 from benchmarks.day_plan_cost import main
 
 
@@ -11,9 +11,9 @@ def test_the_day_plan_cost_benchmark_times_both_planners_making_the_same_choices
             if line.startswith(("| a ", "| the stock"))}
     fresh = rows["a new day's plan, the whole week worked out"]
     kept = rows["a new day's plan, with the week kept from yesterday"]
-    redated = rows["a new day's plan, with today's memo re-dated (the serve benchmark's before)"]
-    assert float(fresh[1]) > 0 and float(kept[1]) > 0 and float(redated[1]) > 0
+    rebuilt = rows["a new day's plan, with the serve benchmark's memo (yesterdays_memo)"]
+    assert float(fresh[1]) > 0 and float(kept[1]) > 0 and float(rebuilt[1]) > 0
     assert fresh[2] == kept[2] and "plan " in fresh[2] and "stock rule " in fresh[2]  # the same choices
-    assert redated[2] == kept[2]  # today planned again from the same samples: the same choices
+    assert rebuilt[2] == kept[2]  # today planned again from yesterday's week: the same choices
     assert "the stock rule's target for the hour (read once an hour a series it serves)" in rows
     assert out.startswith("12 series of 10 days, the first run of ")
