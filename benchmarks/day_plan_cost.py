@@ -3,7 +3,9 @@ day's `DayPlanner.decide` without and with the week its series kept from the day
 the stock rule's hourly re-read, as `autoscaler/routines/tidal.py` makes them (the history cut by
 position to its 9-day context, the run's origin 5 minutes past the hour), on the benchmark fleet's
 synthetic series (`benchmarks.fleet`). A third planner reads the memo `benchmarks.tidal_serve` hands its new
-day (`benchmarks.fleet.yesterdays_memo`, rebuilt from today's): it should cost what the kept week costs.
+day (`benchmarks.fleet.yesterdays_memo`, rebuilt from today's): it should cost what the kept week costs. A
+fourth also has yesterday's stock targets where the stock rule served the series yesterday (serve reads
+them hour by hour as the day goes, `DayChoice.hourly`): only the plan's series work them out at midnight.
 
     python -m benchmarks.day_plan_cost [--series 400]
 
@@ -49,20 +51,25 @@ def main(argv: list[str] | None = None) -> None:
 
     def yesterday(y: pd.Series, _: int) -> object:
         p = DayPlanner(near(y, before), vpa, n)
-        p.decide(before.floor("D"), vpa.violation_budget, stock_today=False)
-        return p.memo(before.floor("D"))
+        d = p.decide(before.floor("D"), vpa.violation_budget, stock_today=False)
+        return p.memo(before.floor("D")), d.planned
 
     def rebuilt(y: pd.Series, _: int) -> object:  # what benchmarks/tidal_serve.py's new day reads
         p = DayPlanner(near(y, origin), vpa, n)
         p.decide(today, vpa.violation_budget, stock_today=False)
         return yesterdays_memo(p.memo(today), near(y, origin), vpa)
 
-    _, memos = per_series(series, yesterday)
+    _, yesterdays = per_series(series, yesterday)
+    memos = [memo for memo, _ in yesterdays]  # type: ignore[misc]
     _, rebuilt_memos = per_series(series, rebuilt)
+    read = [memo if planned else memo.with_last_stock(DayPlanner(y, vpa, n).stock_day(today - DAY))
+            for y, (memo, planned) in zip(series, yesterdays)]  # type: ignore[misc]
     rows = []
     for label, kept in (("a new day's plan, the whole week worked out", None),
                         ("a new day's plan, with the week kept from yesterday", memos),
-                        ("a new day's plan, with the serve benchmark's memo (yesterdays_memo)", rebuilt_memos)):
+                        ("a new day's plan, with the serve benchmark's memo (yesterdays_memo)", rebuilt_memos),
+                        ("a new day's plan, the week kept and yesterday's hours read where the stock rule served",
+                         read)):
         def today_plan(y: pd.Series, k: int, kept: list[object] | None = kept) -> object:
             memo = None if kept is None else kept[k]
             planner = DayPlanner(near(y, origin), vpa, n, carried=memo)  # type: ignore[arg-type]

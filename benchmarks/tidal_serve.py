@@ -12,6 +12,7 @@ the next one (its own column; inside the run it took ~0.6 s, and ~1.7 s every te
 
     python -m benchmarks.run --only tidal_serve       # or: python -m benchmarks.tidal_serve [--quick]
     python -m benchmarks.tidal_serve --regime in-place --profile /tmp/serve   # + /tmp/serve.in-place (cProfile)
+    python -m benchmarks.tidal_serve --regime restart --profile /tmp/serve    # + /tmp/serve.restart(.new-day)
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ import json, os, resource, subprocess, sys, time
 import pandas as pd
 from benchmarks.fleet import advance, offline_fleet, timed_run, write_state, yesterdays_memo
 from studies.demo import MemorySource
+from autoscaler.logic.day_plan import DayPlanner
 from autoscaler.input.cluster import FileCluster
 from autoscaler.output.sinks import FileSink
 from autoscaler.routines.loop import ServingLoop
@@ -37,7 +39,7 @@ from autoscaler.settings import ServeSettings
 from predictor.history import History
 
 workloads, nodes, regime, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-profile = sys.argv[5] if len(sys.argv) > 5 else ""  # a cProfile of the second warm run with new data
+profile = sys.argv[5] if len(sys.argv) > 5 else ""  # a cProfile of the second warm run with new data (+ a new day's first)
 t = time.perf_counter()
 c, hist = offline_fleet(workloads, nodes, days=9)
 train = os.path.join(out, "train.csv")  # 100 workloads, every day but the last: what `tidewise train` reads
@@ -111,19 +113,36 @@ if regime == "restart":
     # a new UTC day re-plans every series: each kept plan is dated the day before, as at midnight (the
     # same day planned again from the same history: the same numbers, the same work), and the runs go
     # on until every plan is made, vpa.day_plans_per_run a run. Each series' memo of its week is the one
-    # yesterday's first run would have left (`yesterdays_memo`, made here, not timed), so a planner does
-    # a real new day's work: the day's plan and the stock targets of the day before
+    # yesterday's first run would have left (`yesterdays_memo`, made here, not timed), and a series the
+    # stock rule served read each of yesterday's hours as it came (`DayChoice.hourly`, here all at once, not
+    # timed: the warm runs above time those reads), so a planner does a real new day's work: the day's plan,
+    # and the stock targets of the day before where the plan served it
     plans = loop.decision_time.tidal.plans
     today = next(iter(plans.values())).day
+    # a real new day's first run is on the hour (00:00), where a series the stock rule served reads the new
+    # hour's target at its own step of it: the runs go on (not shown) until the next one is on the hour too
+    while (next(iter(hist.series.values())).index[-1] + 2 * c.step).minute != 0:
+        advance(hist, c.step)
+        minutes += 5
+        one("warm, before the hour")
+        runs.pop()
     for sid, choice in plans.items():
         choice.day = today - pd.Timedelta("1D")
         if choice.memo is not None:
             choice.memo = yesterdays_memo(choice.memo, hist.series[sid], s.vpa)
+            if choice.values is None:
+                choice.hourly = DayPlanner(hist.series[sid], s.vpa, choice.memo.n).stock_day(choice.day)
     cap, day_runs = s.vpa.day_plans_per_run, []
     while any(ch.day != today for ch in plans.values()) and len(day_runs) < 100:
         advance(hist, c.step)
         minutes += 5
-        one(f"new UTC day: run {len(day_runs) + 1}")
+        if profile and not day_runs:
+            import cProfile
+            with cProfile.Profile() as prof:
+                one("new UTC day: run 1 (under cProfile: slower)")
+            prof.dump_stats(profile + ".new-day")
+        else:
+            one(f"new UTC day: run {len(day_runs) + 1}")
         day_runs.append(runs.pop())
     runs.append(dict(day_runs[0], label=f"warm, the first run of a new UTC day ({len(plans):,} day plans to make, "
                                         f"vpa.day_plans_per_run {cap:,}): +{minutes - 5 * len(day_runs) + 5} min of data"))
@@ -191,8 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="1,000 workloads and 50 nodes")
     ap.add_argument("--regime", choices=("in-place", "restart"), help="one fleet only (default both)")
     ap.add_argument("--profile", metavar="PREFIX", default="",
-                    help="write a cProfile of each fleet's second warm run with new data to PREFIX.<regime> "
-                         "(read it with python -m pstats; the run's own row is marked and slower)")
+                    help="write a cProfile of each fleet's second warm run with new data to PREFIX.<regime>, and "
+                         "of the restart fleet's first run of a new day to PREFIX.restart.new-day (read them with "
+                         "python -m pstats; the runs' own rows are marked and slower)")
     a = ap.parse_args(argv)
     print(run(a.quick, (a.regime,) if a.regime else ("in-place", "restart"), a.profile))
     return 0

@@ -102,13 +102,18 @@ def slack(usage: np.ndarray, request: np.ndarray) -> float:
 
 def multiplier(usage: np.ndarray, plan: np.ndarray, budget: float) -> float:
     """The smallest of `FACTORS` whose plan x factor keeps `usage` within `budget` (the largest when
-    none does). Every factor at once: each row is `violation(usage, plan * f)`, the same floats."""
-    u = np.asarray(usage, dtype=float)
-    r = np.asarray(plan, dtype=float)[None, :] * _FACTORS[:, None]
-    ok = np.isfinite(u)[None, :] & np.isfinite(r)
-    seen = ok.sum(axis=1)
-    with np.errstate(invalid="ignore"):  # 0 / 0: no step to judge, as `violation`'s NaN
-        rates = ((u[None, :] > r) & ok).sum(axis=1) / seen
+    none does). Every factor at once: each rate is `violation(usage, plan * f)`, the same floats. Only
+    the steps over the plan at its lowest factor can be over it at any (a tenth of a week's, or so):
+    the factors are compared on those."""
+    u, p = np.asarray(usage, dtype=float), np.asarray(plan, dtype=float)
+    ok = np.isfinite(u) & np.isfinite(p)
+    seen = int(ok.sum())
+    if not seen:  # no step to judge: `violation`'s NaN is within no budget
+        return FACTORS[-1]
+    with np.errstate(invalid="ignore"):  # NaN compared: not over, as outside `ok`
+        lowest = np.minimum(p * _FACTORS[0], p * _FACTORS[-1])  # p x f runs one way in f, either sign
+        near = ok & (u > lowest)
+    rates = (u[near][None, :] > p[near][None, :] * _FACTORS[:, None]).sum(axis=1) / seen
     within = np.flatnonzero(rates <= budget)
     return FACTORS[int(within[0])] if len(within) else FACTORS[-1]
 
@@ -154,6 +159,15 @@ class PlanMemo:
     def days(self) -> range:
         """The rows' days (nanoseconds), oldest first."""
         return range(self.last - (LOOK - 1) * DAY.value, self.last + 1, DAY.value)
+
+    def with_last_stock(self, hourly: np.ndarray) -> PlanMemo:
+        """This memo with the stock targets of its newest day, `last` (serve reads them hour by hour as the
+        day goes, where the stock rule serves): the next day's planner reads them instead of working them out."""
+        stock, has = self.stock.copy(), self.has.copy()
+        stock[-1], has[-1, 1] = hourly, True
+        for a in (stock, has):
+            a.flags.writeable = False
+        return PlanMemo(self.n, self.last, self.plans, stock, has)
 
 
 class DayPlanner:
@@ -266,9 +280,10 @@ class DayPlanner:
         tz = getattr(self.y.index, "tz", None)
         return stock_targets(self.y, at.tz_convert(tz) if tz is not None else at.tz_localize(None))
 
-    def usage(self, day: pd.Timestamp) -> np.ndarray:
-        """The day's usage on the 5-minute grid (NaN where missing)."""
-        return self._y_at(day.value + np.arange(DAY // STEP, dtype=np.int64) * STEP.value)
+    def usage(self, *days: pd.Timestamp) -> np.ndarray:
+        """The days' usage on the 5-minute grid, one day after the other (NaN where missing)."""
+        start = np.asarray([d.value for d in days], dtype=np.int64)
+        return self._y_at((start[:, None] + np.arange(DAY // STEP, dtype=np.int64) * STEP.value).ravel())
 
     def decide(self, day: pd.Timestamp, budget: float, stock_today: bool = True) -> DayDecision:
         """The day's choice between its plan and the stock rule (`stock_today` False: the stock rule's
@@ -280,7 +295,7 @@ class DayPlanner:
         if plan is None or not past:
             return DayDecision(self.stock_day(day) if stock_today else None, False,
                                "no day plan yet (under 2 days of peaks): the stock rule")
-        u = np.concatenate([self.usage(d) for d in past])
+        u = self.usage(*past)
         planned = np.concatenate([np.repeat(self.plan(d), 12) for d in past])  # type: ignore[arg-type]
         factor = multiplier(u, planned, PLAN_SHARE * budget)
         s = self.settings

@@ -16,12 +16,13 @@ by run, when the registry's "vpa" decision-time model is the hour-peak model and
   the model's own request.
 - Restart: `logic/day_plan.DayPlanner`'s plan for the UTC day, decided once a day per series (the
   stock rule's hourly target when it won, re-read each hour at the series' own 5-minute step of it,
-  `slot` of the hour, the previous hour's held until then); the change cap applies after it. A run makes
+  `slot` of the hour, the previous hour's held until then, across midnight too); the change cap applies after it. A run makes
   at most `vpa.day_plans_per_run` plans of a new day: a series over that keeps the request it
   was last given (no change) until a later run plans it, so a new day's plans spread over its first
   runs. A series never planned is planned at once (`forecast_budget` already spreads those). Each
-  choice keeps its planner's week (`PlanMemo`): the next day's planner reads it, so a new day costs
-  one plan and one day of stock targets a series, not eight plans and seven days.
+  choice keeps its planner's week (`PlanMemo`) and the stock targets it read through the day: the next
+  day's planner reads both, so a new day costs one plan a series (and one day of stock targets where the
+  plan served and none was read), not eight plans and seven days.
 
 The levels and plans are the loop's state, kept between runs like the decision-time walks.
 """
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from autoscaler.logic.day_plan import DayPlanner, PlanMemo
+from autoscaler.logic.day_plan import DAY, DayPlanner, PlanMemo
 from autoscaler.logic.decide_vpa import TidalRequest
 from autoscaler.logic.rule_choice import RuleChoice, describe_rule, rule_request
 from autoscaler.settings import VpaSettings
@@ -75,6 +76,16 @@ class DayChoice:
     last: float | None = None  # the request last given (held while the next day's plan waits)
     memo: PlanMemo | None = None  # the week's plans and stock targets, read again by the next day's plan
     stock_factor: float = 1.0  # on the stock rule's targets where it serves (autoscaler.logic.day_plan)
+    # the stock targets of the day's hours as read (before the factor; NaN: not read), the next day's
+    # planner's row for this day when every hour was read: not worked out again after midnight
+    hourly: np.ndarray = field(default_factory=lambda: np.full(24, np.nan))
+
+    def week(self, day: pd.Timestamp) -> PlanMemo | None:
+        """What `day`'s planner reads of this choice: its memo, with this day's stock targets when it is
+        the day before and each of its hours was read."""
+        if self.memo is None or self.day != day - DAY or not np.isfinite(self.hourly).all():
+            return self.memo
+        return self.memo.with_last_stock(self.hourly)
 
 
 @dataclass
@@ -225,12 +236,13 @@ class TidalRun:
 
     def _day_plan(self, sid: str, y: pd.Series, budget: float) -> tuple[TidalRequest | None, str]:
         day, hour = self.day, self.hour  # once a run, not once a series
-        choice = self.state.plans.get(sid)
-        carried = None if choice is None else choice.memo  # its last week: a new day makes one plan, one stock day
+        choice = kept = self.state.plans.get(sid)  # kept: the one before this run's, whose week a planner reads
 
         @functools.cache
         def planner() -> DayPlanner:  # built only when deciding, once a run (most runs read a kept plan)
             near = y.iloc[position(y.index, self.origin - CONTEXT): position(y.index, self.origin)]  # sorted
+            # its last week: a new day makes one plan (and one day of stock targets where they were not read)
+            carried = None if kept is None else kept.week(day)
             return DayPlanner(near, self.settings, self.settings.max_changes_per_day, carried=carried)
 
         if choice is None or choice.day != day:
@@ -242,10 +254,13 @@ class TidalRun:
                     f"({choice.why})")), ""
             d = planner().decide(day, budget, stock_today=False)
             self.made += 1
-            choice = self.state.plans[sid] = DayChoice(day, d.values if d.planned else None, d.why,
+            # the stock rule again: the hour it read last (23:00) holds until the series' step of the new hour
+            held = {} if choice is None or d.planned else choice.stock
+            choice = self.state.plans[sid] = DayChoice(day, d.values if d.planned else None, d.why, stock=held,
                                                        memo=planner().memo(day), stock_factor=d.stock_factor)
         if choice.values is None and hour not in choice.stock and self._stock_due(sid, choice.stock):
-            choice.stock = {hour: planner().stock(hour) * choice.stock_factor}
+            choice.hourly[hour.hour] = target = planner().stock(hour)
+            choice.stock = {hour: target * choice.stock_factor}
         if choice.values is None:
             at, value = next(iter(choice.stock.items()))
         else:

@@ -77,8 +77,9 @@ class Reference(DayPlanner):
     def _stock_at(self, times: np.ndarray) -> np.ndarray:
         return np.array([stock_one(self.y, pd.Timestamp(h, tz="UTC")) for h in times.tolist()])
 
-    def usage(self, day: pd.Timestamp) -> np.ndarray:
-        return self.y.reindex(pd.date_range(day, day + DAY, freq=STEP, inclusive="left")).to_numpy(dtype=float)
+    def usage(self, *days: pd.Timestamp) -> np.ndarray:
+        return np.concatenate([self.y.reindex(pd.date_range(day, day + DAY, freq=STEP, inclusive="left"))
+                               .to_numpy(dtype=float) for day in days])
 
 
 def synthetic(seed: int, days: int = 16, jitter: bool = False) -> pd.Series:
@@ -186,6 +187,8 @@ def test_the_plans_calibration_tries_every_factor_at_once_with_the_same_answer()
         got = multiplier(u, plan, budget)
         assert got == loop_multiplier(u, plan, budget)
         seen.add(got)
+        negative = -plan  # a plan below 0 (no usage is): p x f then falls with f, and the same answer
+        assert multiplier(-u, negative, budget) == loop_multiplier(-u, negative, budget)
     assert FACTORS[-1] in seen and len(seen) > 5  # the largest (none fits) and many in between
     nothing = np.full(10, np.nan)
     assert multiplier(nothing, np.ones(10), 0.05) == loop_multiplier(nothing, np.ones(10), 0.05) == FACTORS[-1]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import zlib
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -376,3 +377,53 @@ def test_series_the_stock_rule_serves_read_each_hours_target_at_their_own_step(t
         y = hist.series[sid]
         assert 0.8 <= ch.stock_factor <= 1.0
         assert ch.stock[hour] == DayPlanner(y[y.index < END], loop.settings.vpa, 3).stock(hour) * ch.stock_factor
+
+
+def test_a_day_whose_hours_the_stock_rule_read_is_not_worked_out_again_at_midnight(tidal, monkeypatch):
+    """Restart regime, the stock rule chosen: a series reads each hour's stock target as the day goes
+    (`DayChoice.hourly`). A loop that ran every hour of 2026-10-31 hands those reads to the next day's
+    planner, which works out no stock target of that day again, and keeps them for the day after; they are
+    the stock rule's targets of those hours (as replay's planner on the whole series has them). A loop
+    that only saw the day's last hour works the whole day out at midnight."""
+    c, hist, reg = tidal
+    day = END - pd.Timedelta("2D")
+    worked: list[tuple[str, pd.Timestamp]] = []
+    fill = DayPlanner._fill
+
+    def spy(self, days):  # which days' stock targets the planners work out
+        worked.extend((self.y.name, pd.Timestamp(d, tz="UTC")) for d in days if d not in self._stock)
+        return fill(self, days)
+
+    monkeypatch.setattr(DayPlanner, "_fill", spy)
+    objects = regimed(cluster_objects(c), "Recreate")
+    every_hour, source = loop_on(objects, hist.window(None, day + STEP), reg)
+    late, late_source = loop_on(objects, hist.window(None, day + pd.Timedelta("1D") - STEP), reg)
+    for loop in (every_hour, late):
+        loop.settings.vpa.change_weight = 100.0  # no plan wins: every series on the stock rule
+    recs(every_hour.run_once())
+    for h in range(1, 24):  # each hour's 55th minute: past every series' own step of the hour
+        source.history = hist.window(None, day + h * HOUR + 11 * STEP)
+        evening = recs(every_hour.run_once())
+    recs(late.run_once())
+    plans = every_hour.decision_time.tidal.plans
+    assert plans and all(ch.values is None and np.isfinite(ch.hourly).all() for ch in plans.values())
+    assert all(np.isnan(ch.hourly[:23]).all() for ch in late.decision_time.tidal.plans.values())
+    worked.clear()
+    midnight = {}
+    for loop, src in ((every_hour, source), (late, late_source)):
+        src.history = hist.window(None, day + pd.Timedelta("1D") + STEP)
+        midnight[id(loop)] = recs(loop.run_once())
+    assert {d for _, d in worked} == {day}  # only the late loop's planners worked the day out
+    assert len(worked) == len(plans)
+    for (key, ctr, res), r in midnight[id(every_hour)].items():  # 00:05: 23:00's held until the series' step
+        _, ns, name = key.split("/")
+        step = zlib.crc32(f"{ns}/Deployment/{name}/{ctr}/{res}".encode()) % 12
+        assert step > 1 and r.target == evening[(key, ctr, res)].target, (step, r.reason.steps[0])
+        assert r.reason.steps[0].startswith(
+            f"restart regime: the stock rule's target for 23:00 UTC (the 00:00 one is read at this series' step "
+            f"of the hour, 00:{5 * step:02d}): the stock rule"), r.reason.steps[0]
+    for sid, ch in plans.items():
+        assert ch.day == day + pd.Timedelta("1D")
+        y = hist.series[sid]
+        whole = DayPlanner(y, every_hour.settings.vpa, 3).stock_day(day)
+        assert np.array_equal(ch.memo.stock[-2], whole) and ch.memo.has[-2, 1]  # kept for the day after
