@@ -39,7 +39,8 @@ from autoscaler.settings import ServeSettings
 from predictor.history import History
 
 workloads, nodes, regime, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-profile = sys.argv[5] if len(sys.argv) > 5 else ""  # a cProfile of the second warm run with new data (+ a new day's first)
+profile = sys.argv[5]  # a cProfile of the second warm run with new data (+ a new day's first); "": none
+plans_per_run = int(sys.argv[6])  # vpa.day_plans_per_run; 0: serve's default
 t = time.perf_counter()
 c, hist = offline_fleet(workloads, nodes, days=9)
 train = os.path.join(out, "train.csv")  # 100 workloads, every day but the last: what `tidewise train` reads
@@ -67,6 +68,8 @@ setup = time.perf_counter() - t
 s = ServeSettings()
 s.loop.forecast_model = "seasonal_naive_daily"  # the day-ahead forecasts (HPA, nodes) as in the scale benchmark
 s.loop.forecast_budget = 2000
+if plans_per_run:
+    s.vpa.day_plans_per_run = plans_per_run
 loop = ServingLoop(s, MemorySource(hist), FileCluster(state), FileSink(os.path.join(out, "recs")), registry_dir=reg)
 loop.collect_between_runs = True  # as serve's Runner sets it: the cyclic GC runs after each run, in its idle time
 runs = []
@@ -164,12 +167,12 @@ print(json.dumps({"setup_seconds": setup, "runs": runs, "series": len(hist.serie
 '''
 
 
-def measure(workloads: int, nodes: int, regime: str, profile: str = "") -> dict[str, Any]:
+def measure(workloads: int, nodes: int, regime: str, profile: str = "", plans_per_run: int = 0) -> dict[str, Any]:
     """One fleet in a fresh process (see the module doc); with `profile`, a cProfile of its second
     warm run with new data is written there (`python -m pstats FILE`)."""
     with tempfile.TemporaryDirectory() as d:
         r = subprocess.run([sys.executable, "-c", SCRIPT, str(workloads), str(nodes), regime, d,
-                            os.path.abspath(profile) if profile else ""],
+                            os.path.abspath(profile) if profile else "", str(plans_per_run)],
                            capture_output=True, text=True, cwd=ROOT, timeout=5400)
         if r.returncode != 0:
             raise RuntimeError(f"tidal serve run ({regime}) failed: {r.stderr[-3000:]}")
@@ -193,13 +196,14 @@ def table(regime: str, res: dict[str, Any]) -> list[str]:
     return out + [""]
 
 
-def run(quick: bool, regimes: tuple[str, ...] = ("in-place", "restart"), profile: str = "") -> str:
+def run(quick: bool, regimes: tuple[str, ...] = ("in-place", "restart"), profile: str = "",
+        plans_per_run: int = 0) -> str:
     n_w, n_n = (1000, 50) if quick else (10_000, 500)
     out = [f"## Tidal requests in serve: {n_w:,} workloads (issue 24)\n",
            "Reproduce: `python -m benchmarks.run --only tidal_serve` (code: `benchmarks/tidal_serve.py`). "
            + (__doc__ or "").split("\n\n")[1].replace("\n", " ") + "\n"]
     for regime in regimes:
-        out += table(regime, measure(n_w, n_n, regime, profile and f"{profile}.{regime}"))
+        out += table(regime, measure(n_w, n_n, regime, profile and f"{profile}.{regime}", plans_per_run))
     out.append(f"Load average at the end: {os.getloadavg()[0]:.1f} on 2 cores (wall-clock seconds are upper bounds "
                "when other jobs share the machine; CPU seconds are not).\n")
     return "\n".join(out)
@@ -213,8 +217,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="write a cProfile of each fleet's second warm run with new data to PREFIX.<regime>, and "
                          "of the restart fleet's first run of a new day to PREFIX.restart.new-day (read them with "
                          "python -m pstats; the runs' own rows are marked and slower)")
+    ap.add_argument("--day-plans-per-run", type=int, default=0, metavar="N",
+                    help="the restart fleet's vpa.day_plans_per_run (default: serve's, 1,000): how many of a new "
+                         "day's plans a run makes")
     a = ap.parse_args(argv)
-    print(run(a.quick, (a.regime,) if a.regime else ("in-place", "restart"), a.profile))
+    if a.day_plans_per_run < 0:
+        ap.error(f"--day-plans-per-run {a.day_plans_per_run}: give 1 or more (0: serve's default)")
+    print(run(a.quick, (a.regime,) if a.regime else ("in-place", "restart"), a.profile, a.day_plans_per_run))
     return 0
 
 
