@@ -103,8 +103,7 @@ def slack(usage: np.ndarray, request: np.ndarray) -> float:
 def multiplier(usage: np.ndarray, plan: np.ndarray, budget: float) -> float:
     """The smallest of `FACTORS` whose plan x factor keeps `usage` within `budget` (the largest when
     none does). Every factor at once: each rate is `violation(usage, plan * f)`, the same floats. Only
-    the steps over the plan at its lowest factor can be over it at any (a tenth of a week's, or so):
-    the factors are compared on those."""
+    the steps over the plan at its lowest factor can be over it at any: the factors are compared on those."""
     u, p = np.asarray(usage, dtype=float), np.asarray(plan, dtype=float)
     ok = np.isfinite(u) & np.isfinite(p)
     seen = int(ok.sum())
