@@ -16,20 +16,21 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Callable
+from typing import Callable, TypeVar
 
 import pandas as pd
 
-from autoscaler.logic.day_plan import DAY, DayPlanner
+from autoscaler.logic.day_plan import DAY, DayDecision, DayPlanner, PlanMemo
 from autoscaler.routines.tidal import CONTEXT
 from autoscaler.settings import ServeSettings
 from benchmarks.fleet import offline_fleet, yesterdays_memo
 from predictor.timestamps import position
 
 FIVE = pd.Timedelta("5min")
+T = TypeVar("T")
 
 
-def per_series(series: list[pd.Series], work: Callable[[pd.Series, int], object]) -> tuple[float, list[object]]:
+def per_series(series: list[pd.Series], work: Callable[[pd.Series, int], T]) -> tuple[float, list[T]]:
     """CPU milliseconds a series of `work(y, k)` over `series`, and what it returned."""
     t = time.process_time()
     out = [work(y, k) for k, y in enumerate(series)]
@@ -49,34 +50,34 @@ def main(argv: list[str] | None = None) -> None:
     def near(y: pd.Series, at: pd.Timestamp) -> pd.Series:
         return y.iloc[position(y.index, at - CONTEXT): position(y.index, at)]
 
-    def yesterday(y: pd.Series, _: int) -> object:
+    def yesterday(y: pd.Series, _: int) -> tuple[PlanMemo, bool]:
         p = DayPlanner(near(y, before), vpa, n)
         d = p.decide(before.floor("D"), vpa.violation_budget, stock_today=False)
         return p.memo(before.floor("D")), d.planned
 
-    def rebuilt(y: pd.Series, _: int) -> object:  # what benchmarks/tidal_serve.py's new day reads
+    def rebuilt(y: pd.Series, _: int) -> PlanMemo:  # what benchmarks/tidal_serve.py's new day reads
         p = DayPlanner(near(y, origin), vpa, n)
         p.decide(today, vpa.violation_budget, stock_today=False)
         return yesterdays_memo(p.memo(today), near(y, origin), vpa)
 
     _, yesterdays = per_series(series, yesterday)
-    memos = [memo for memo, _ in yesterdays]  # type: ignore[misc]
+    memos = [memo for memo, _ in yesterdays]
     _, rebuilt_memos = per_series(series, rebuilt)
     read = [memo if planned else memo.with_last_stock(DayPlanner(y, vpa, n).stock_day(today - DAY))
-            for y, (memo, planned) in zip(series, yesterdays)]  # type: ignore[misc]
+            for y, (memo, planned) in zip(series, yesterdays)]
     rows = []
     for label, kept in (("a new day's plan, the whole week worked out", None),
                         ("a new day's plan, with the week kept from yesterday", memos),
                         ("a new day's plan, with the serve benchmark's memo (yesterdays_memo)", rebuilt_memos),
                         ("a new day's plan, the week kept and yesterday's hours read where the stock rule served",
                          read)):
-        def today_plan(y: pd.Series, k: int, kept: list[object] | None = kept) -> object:
+        def today_plan(y: pd.Series, k: int, kept: list[PlanMemo] | None = kept) -> DayDecision:
             memo = None if kept is None else kept[k]
-            planner = DayPlanner(near(y, origin), vpa, n, carried=memo)  # type: ignore[arg-type]
+            planner = DayPlanner(near(y, origin), vpa, n, carried=memo)
             return planner.decide(today, vpa.violation_budget, stock_today=False)
 
         ms, got = per_series(series, today_plan)
-        planned = sum(d.planned for d in got)  # type: ignore[attr-defined]
+        planned = sum(d.planned for d in got)
         rows.append(f"| {label} | {ms:.2f} | plan {planned}, stock rule {len(got) - planned} |")
     hour = origin.floor("h")
     ms, _ = per_series(series, lambda y, _: DayPlanner(near(y, origin), vpa, n).stock(hour))
