@@ -6,10 +6,11 @@ each at its own highest hour, wasting least (the sum of block level - peak over 
 programming over cut points, 24 hours x n blocks). `multiplier` is the plan's calibration: the
 smallest factor on the plan whose steps over the request, on the recent days replayed, stay within
 the budget. `cost` is what the choice between the plan and the stock rule compares. `DayPlanner` puts them
-together for one series: each UTC day, the N-block plan from the median of each hour's peak on the
-last 7 days (the same weekday a week back counted `SAME_WEEKDAY` times: a weekly tide), scaled to
-keep the last week within `PLAN_SHARE` of the budget (a plan fixed for a day cannot react within it,
-so it is calibrated below the budget), or the stock VPA's hourly
+together for one series: each UTC day, N-block plans from the median of each hour's peak, and of its
+2nd..`SHAPES`-th largest step, on the last 7 days (the same weekday a week back counted `SAME_WEEKDAY`
+times: a weekly tide), each scaled to keep the last week within `PLAN_SHARE` of the budget (a plan fixed
+for a day cannot react within it, so it is calibrated below the budget), the one that cost least on that
+week; or the stock VPA's hourly
 target, calibrated the same way but never above its own level (`stock_factor`), whichever cost less
 on that week; the reason shows both costs. Replay
 (`studies/replay/day_plan.py`) and serve's restart regime read it.
@@ -17,7 +18,6 @@ on that week; the reason shows both costs. Replay
 from __future__ import annotations
 
 import functools
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +36,11 @@ PROFILE_DAYS = 7  # the plan's hourly peaks: the median of the same hour on this
 # along the budget curve (BENCHMARKS.md, "The same weekday counted three times in the restart plan"); 1 is the
 # plain median
 SAME_WEEKDAY = 3
+# each hour's k-th largest 5-minute step, k = 1..SHAPES (the peak, then the 2nd largest ...; the smallest
+# where the hour has fewer steps): a plan of each, the one that cost least on the week chosen. A lower step
+# is not set by one spike a day, so it fits a series whose peaks come and go. Measured on both suites along
+# the budget (BENCHMARKS.md, "The plan's shape chosen per series")
+SHAPES = 4
 LOOK = 7  # days of the series' own past the plan is calibrated and chosen on
 PLAN_SHARE = 0.6  # the plan is calibrated to this share of the budget on its last week
 FACTORS = tuple(float(f) for f in np.round(np.arange(0.8, 2.001, 0.05), 3))  # plan multipliers tried
@@ -147,11 +152,11 @@ class PlanMemo:
     """What a planner worked out that the next day's decision reads again, kept compact between days
     (serve holds one per restart-regime series): the plans and the hourly stock targets of the `LOOK`
     days up to `last`, row k for day `last - (LOOK - 1 - k)` days (a plan row of NaN: no plan; `has`
-    says which rows were worked out)."""
+    says which rows were worked out). A day's plans are one per shape (`SHAPES`)."""
 
     n: int  # the plan's blocks: a memo of another `max_changes_per_day` is not read
     last: int  # the newest day's nanoseconds
-    plans: np.ndarray  # LOOK x 24
+    plans: np.ndarray  # LOOK x SHAPES x 24
     stock: np.ndarray  # LOOK x 24
     has: np.ndarray  # LOOK x 2 (plan, stock) bool
 
@@ -178,7 +183,7 @@ class DayPlanner:
     def __init__(self, y: pd.Series, settings: VpaSettings, n: int, carried: PlanMemo | None = None) -> None:
         self.y, self.settings = y, settings
         self.n = max(1, n)  # every change a day is the plan's (keeping one back for a raise measured worse)
-        self._plans: dict[int, np.ndarray | None] = {}  # by the day's nanoseconds
+        self._plans: dict[int, np.ndarray | None] = {}  # by the day's nanoseconds: SHAPES x 24
         self._stock: dict[int, np.ndarray] = {}  # by the day's nanoseconds: the target at each hour
         if carried is not None and carried.n == self.n:
             for k, day in enumerate(carried.days()):
@@ -191,7 +196,7 @@ class DayPlanner:
     def memo(self, day: pd.Timestamp) -> PlanMemo:
         """For `day`'s next day: the plans of the `LOOK` days up to `day`, and the stock targets of those
         before it (`day` itself is under way when it is decided: its targets would miss samples)."""
-        plans, stock = np.full((LOOK, 24), np.nan), np.full((LOOK, 24), np.nan)
+        plans, stock = np.full((LOOK, SHAPES, 24), np.nan), np.full((LOOK, 24), np.nan)
         has = np.zeros((LOOK, 2), dtype=bool)
         memo = PlanMemo(self.n, day.value, plans, stock, has)
         for k, d in enumerate(memo.days()):
@@ -205,15 +210,14 @@ class DayPlanner:
             a.flags.writeable = False
         return memo
 
-    # built on first use: serve's hourly stock target reads neither (~0.7 ms a series saved)
+    # built on first use, off the grid only: serve's hourly stock target reads none of it
     @functools.cached_property
-    def peaks(self) -> pd.Series:
-        return self.y.resample("1h").max()
-
-    # lookups by int64 nanoseconds: a pandas reindex costs ~0.3 ms, and a day's plan made 7 of them
-    @functools.cached_property
-    def _peak_at(self) -> "_Lookup":
-        return _Lookup(self.peaks)
+    def _shapes_at(self) -> list["_Lookup"]:
+        """Each hour's k-th largest sample, k = 1..SHAPES (lookups by int64 nanoseconds)."""
+        y = self.y.dropna()
+        hours = y.groupby(y.index.floor("h")).apply(lambda v: largest(v.to_numpy()[None, :])[0])
+        table = np.vstack(hours.to_numpy()) if len(hours) else np.empty((0, SHAPES))
+        return [_Lookup(pd.Series(table[:, k], index=hours.index)) for k in range(SHAPES)]
 
     @functools.cached_property
     def _y_at(self) -> "_Lookup":
@@ -226,19 +230,19 @@ class DayPlanner:
         return (tz is None or str(tz) == "UTC") and not (self._y_at.ns % STEP.value).any()
 
     def _peaks_at(self, hours: np.ndarray) -> np.ndarray:
-        """The peaks of the hours starting at `hours` (ns), NaN for an hour without a sample: `peaks` at
-        them, read from the samples when they sit on the grid (a resample of 9 days costs ~0.5 ms)."""
+        """[hours, SHAPES]: the k-th largest samples of the hours starting at `hours` (ns), NaN for an hour
+        without one; read from the samples when they sit on the grid (12 a UTC hour)."""
         if not self._on_grid:
-            return self._peak_at(hours)
+            return np.column_stack([at(hours) for at in self._shapes_at])
         steps = self._y_at((hours[:, None] + np.arange(HOUR_NS // STEP.value, dtype=np.int64) * STEP.value).ravel())
-        with warnings.catch_warnings():  # an hour without a sample: NaN, as resample's max of none
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return np.nanmax(steps.reshape(len(hours), -1), axis=1)  # type: ignore[no-any-return]
+        return largest(steps.reshape(len(hours), -1))
 
-    def plan(self, day: pd.Timestamp) -> np.ndarray | None:
-        """The day's N-block plan of hourly peaks, before calibration (None: under 2 past days)."""
+    def plan(self, day: pd.Timestamp, shape: int = 1) -> np.ndarray | None:
+        """The day's N-block plan of each hour's `shape`-th largest step (1: its peak), before calibration
+        (None: under 2 past days)."""
         self._plan_days([day])
-        return self._plans[day.value]
+        plans = self._plans[day.value]
+        return None if plans is None else plans[shape - 1]
 
     def _plan_days(self, days: list[pd.Timestamp]) -> None:
         """The plans not yet known among `days`, their hourly profiles in one nanmedian (~0.6 ms a call)."""
@@ -247,13 +251,15 @@ class DayPlanner:
             return
         hours = (np.asarray(todo, dtype=np.int64)[:, None] + np.arange(24, dtype=np.int64) * HOUR_NS).ravel()
         back = np.arange(1, PROFILE_DAYS + 1, dtype=np.int64) * DAY.value
-        past = self._peaks_at((hours[:, None] - back[None, :]).ravel()).reshape(len(hours), PROFILE_DAYS)
-        enough = np.isfinite(past).sum(axis=1) >= 2
+        past = self._peaks_at((hours[:, None] - back[None, :]).ravel()).reshape(len(hours), PROFILE_DAYS, SHAPES)
+        enough = np.isfinite(past[:, :, 0]).sum(axis=1) >= 2  # a step of an hour is finite where its peak is
         weekday = past[:, [6] * (SAME_WEEKDAY - 1)]  # column 6, 7 days back: the same weekday's extra votes
-        medians = nanmedian_rows(np.hstack([past, weekday]))  # an hour with no past peak is NaN
+        votes = np.concatenate([past, weekday], axis=1).transpose(0, 2, 1).reshape(-1, PROFILE_DAYS + SAME_WEEKDAY - 1)
+        medians = nanmedian_rows(votes).reshape(len(hours), SHAPES)  # an hour with no past peak is NaN
         for k, day in enumerate(todo):
             ok = enough[24 * k: 24 * (k + 1)]
-            self._plans[day] = blocks(np.where(ok, medians[24 * k: 24 * (k + 1)], np.nan), self.n) if ok.any() else None
+            profiles = np.where(ok[:, None], medians[24 * k: 24 * (k + 1)], np.nan)
+            self._plans[day] = np.vstack([blocks(profiles[:, j], self.n) for j in range(SHAPES)]) if ok.any() else None
 
     def stock(self, t: pd.Timestamp) -> float:
         """The stock VPA's target at `t` (8 days, 24 h half-life, p90 + 15%)."""
@@ -289,16 +295,20 @@ class DayPlanner:
         hourly targets of the day are not worked out — serve reads each hour's when it comes)."""
         past = [day - d * DAY for d in range(1, LOOK + 1)]
         self._plan_days([day, *past])
-        past = [d for d in past if self.plan(d) is not None]
-        plan = self.plan(day)
-        if plan is None or not past:
+        past = [d for d in past if self._plans[d.value] is not None]
+        if self._plans[day.value] is None or not past:
             return DayDecision(self.stock_day(day) if stock_today else None, False,
                                "no day plan yet (under 2 days of peaks): the stock rule")
         u = self.usage(*past)
-        planned = np.concatenate([np.repeat(self.plan(d), 12) for d in past])  # type: ignore[arg-type]
-        factor = multiplier(u, planned, PLAN_SHARE * budget)
         s = self.settings
-        plan_cost = cost(u, planned * factor, len(set(plan)), s.violation_weight, s.change_weight)
+        plan_cost, shape, factor = np.inf, 1, FACTORS[-1]
+        for k in range(1, SHAPES + 1):  # each shape calibrated and costed on the week; the cheapest (ties: the peak's)
+            planned = np.concatenate([np.repeat(self.plan(d, k), 12) for d in past])  # type: ignore[arg-type]
+            f = multiplier(u, planned, PLAN_SHARE * budget)
+            c = cost(u, planned * f, len(set(self.plan(day, k))), s.violation_weight, s.change_weight)  # type: ignore[arg-type]
+            if c < plan_cost or k == 1:
+                plan_cost, shape, factor = c, k, f
+        plan: np.ndarray = self.plan(day, shape)  # type: ignore[assignment]
         self._fill([d.value for d in past])  # the week at once
         stocked = np.concatenate([np.repeat(self.stock_day(d), 12) for d in past])
         # the stock rule calibrated as the plan is, never above its own level (`stock_factor`)
@@ -306,10 +316,23 @@ class DayPlanner:
         stock_cost = cost(u, stocked * lean, 1.0, s.violation_weight, s.change_weight)
         costs = f"cost on the last {len(past)} d: plan {plan_cost:.3f}, stock {stock_cost:.3f}"
         if plan_cost <= stock_cost or not np.isfinite(stock_cost):
-            return DayDecision(plan * factor, True, f"day plan in {len(set(plan))} block(s) x{factor:g} ({costs})")
+            of = "each hour's peak" if shape == 1 else f"each hour's {_ORDINALS[shape]} largest step"
+            return DayDecision(plan * factor, True, f"day plan in {len(set(plan))} block(s) x{factor:g} of {of} ({costs})")
         scaled = "" if lean == 1.0 else f" x{lean:g}"
         return DayDecision(self.stock_day(day) * lean if stock_today else None, False,
                            f"the stock rule{scaled} ({costs})", lean)
+
+
+_ORDINALS = {2: "2nd", 3: "3rd", 4: "4th", 5: "5th", 6: "6th"}
+
+
+def largest(steps: np.ndarray) -> np.ndarray:
+    """[rows, SHAPES]: each row's 1st..SHAPES-th largest finite value (the smallest where the row has
+    fewer; NaN where it has none)."""
+    s = np.sort(steps, axis=1)  # NaN last
+    count = np.isfinite(s).sum(axis=1)
+    at = np.clip(count[:, None] - np.arange(1, SHAPES + 1)[None, :], 0, None)
+    return np.where(count[:, None] > 0, np.take_along_axis(s, at, axis=1), np.nan)  # type: ignore[no-any-return]
 
 
 class _Lookup:

@@ -54,7 +54,8 @@ def test_the_restart_replay_of_a_flat_series_asks_for_less_than_the_stock_rule_a
     y = flat(2)
     start, end = y.index[0] + 9 * DAY, y.index[0] + 16 * DAY
     out = replay_restart(y, start, end, VpaSettings(), 3)
-    assert out["reason"].str.contains("the stock rule x0.").all()
+    stocked = out["reason"].str.contains("the stock rule x0.")  # scaled down; never at its own level
+    assert stocked.mean() > 0.5 and (stocked | out["reason"].str.contains("day plan in")).all()  # or a plan cost less
     planner = DayPlanner(y[y.index < end], VpaSettings(), 3)
     stock = np.array([planner.stock(t) for t in out["timestamp"]])
     assert (out["target"].to_numpy() < stock).all()  # every hour under the stock rule's own target

@@ -4,6 +4,7 @@ Python loops must give the very floats, choices and reasons of the one-at-a-time
 (kept here as `Reference`), on real traces with gaps and on synthetic series with ties and jitter."""
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 
@@ -11,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autoscaler.logic.day_plan import (DAY, FACTORS, LOOK, PROFILE_DAYS, SAME_WEEKDAY, STEP, DayPlanner, blocks,
-                                       multiplier, nanmedian_rows, violation)
+from autoscaler.logic.day_plan import (DAY, FACTORS, LOOK, PROFILE_DAYS, SAME_WEEKDAY, SHAPES, STEP, DayPlanner,
+                                       blocks, multiplier, nanmedian_rows, violation)
 from autoscaler.logic.stock_rule import stock_targets
 from autoscaler.logic.vpa import vpa_default_request
 from autoscaler.settings import VpaSettings
@@ -58,21 +59,36 @@ def blocks_loop(peaks: np.ndarray, n: int) -> np.ndarray:
 
 
 class Reference(DayPlanner):
-    """The planner with its previous, one-at-a-time parts: reindexed peaks per day, a median per
-    day, the loop `blocks`, the stock rule hour by hour, usage by reindex."""
+    """The planner with its previous, one-at-a-time parts: each hour's steps by pandas' resample,
+    reindexed per day and shape, a median per day, the loop `blocks`, the stock rule hour by hour, usage
+    by reindex."""
+
+    @functools.cached_property
+    def hour_steps(self) -> dict[int, pd.Series]:
+        """Each hour's k-th largest sample (the smallest where it has fewer), k = 1..SHAPES."""
+        def kth(v: pd.Series, k: int) -> float:
+            x = np.sort(v.dropna().to_numpy())
+            return float(x[max(len(x) - k, 0)]) if len(x) else np.nan
+
+        hours = self.y.resample("1h")
+        return {k: hours.apply(lambda v, k=k: kth(v, k)) for k in range(1, SHAPES + 1)}
 
     def _plan_days(self, days: list[pd.Timestamp]) -> None:
         for day in days:
             if day.value in self._plans:
                 continue
             hours = day + pd.to_timedelta(np.arange(24), unit="h")
-            past = np.column_stack([self.peaks.reindex(hours - d * DAY).to_numpy() for d in range(1, PROFILE_DAYS + 1)])
-            enough = np.isfinite(past).sum(axis=1) >= 2
-            votes = np.column_stack([past] + [past[:, 6]] * (SAME_WEEKDAY - 1))  # 7 days back: the same weekday's extra votes
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # an hour with no past peak
-                profile = np.where(enough, np.nanmedian(votes, axis=1) if enough.any() else np.nan, np.nan)
-            self._plans[day.value] = blocks_loop(profile, self.n) if enough.any() else None
+            plans = []
+            for k in range(1, SHAPES + 1):
+                past = np.column_stack([self.hour_steps[k].reindex(hours - d * DAY).to_numpy()
+                                        for d in range(1, PROFILE_DAYS + 1)])
+                enough = np.isfinite(past).sum(axis=1) >= 2
+                votes = np.column_stack([past] + [past[:, 6]] * (SAME_WEEKDAY - 1))  # 7 days back: the same weekday's extra votes
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # an hour with no past peak
+                    profile = np.where(enough, np.nanmedian(votes, axis=1) if enough.any() else np.nan, np.nan)
+                plans.append(blocks_loop(profile, self.n))
+            self._plans[day.value] = np.vstack(plans) if enough.any() else None
 
     def _stock_at(self, times: np.ndarray) -> np.ndarray:
         return np.array([stock_one(self.y, pd.Timestamp(h, tz="UTC")) for h in times.tolist()])
