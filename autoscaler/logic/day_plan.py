@@ -49,33 +49,43 @@ _FACTORS = np.asarray(FACTORS)
 
 def blocks(peaks: np.ndarray, n: int) -> np.ndarray:
     """`peaks` (one per hour; NaN: unknown, taken as the day's highest) as at most `n` flat blocks."""
+    return block_rows(np.asarray(peaks, dtype=float)[None, :], n)[0]
+
+
+def block_rows(peaks: np.ndarray, n: int) -> np.ndarray:
+    """`blocks` of each row of `peaks` [rows, hours], every row at once (a row without a finite value: NaN)."""
     p = np.asarray(peaks, dtype=float)
-    if not len(p) or not np.isfinite(p).any():
-        return np.full(len(p), np.nan)
-    p = np.where(np.isfinite(p), p, np.nanmax(p))
-    m, n = len(p), max(1, min(int(n), len(p)))
-    # waste[i, j]: hours i..j-1 as one block. Row i holds p from hour i on (0 before it for the sum,
+    out = np.full(p.shape, np.nan)
+    live = np.isfinite(p).any(axis=1)
+    if not p.shape[1] or not live.any():
+        return out
+    q = p[live]
+    q = np.where(np.isfinite(q), q, np.nanmax(q, axis=1, keepdims=True))
+    rows, m, n = len(q), q.shape[1], max(1, min(int(n), q.shape[1]))
+    # waste[r, i, j]: hours i..j-1 as one block. Row i holds p from hour i on (0 before it for the sum,
     # -inf for the max), so the running sums and maxima are the ones a loop over j from i adds up
-    # (0.0 + x is x): the same floats in a few numpy calls instead of 300 Python steps
+    # (0.0 + x is x): the same floats in a few numpy calls instead of 300 Python steps a row
     later = np.arange(m)[None, :] >= np.arange(m)[:, None]
-    top = np.maximum.accumulate(np.where(later, p, -np.inf), axis=1)
-    total = np.cumsum(np.where(later, p, 0.0), axis=1)
-    waste = np.full((m + 1, m + 1), np.inf)
+    top = np.maximum.accumulate(np.where(later, q[:, None, :], -np.inf), axis=2)
+    total = np.cumsum(np.where(later, q[:, None, :], 0.0), axis=2)
+    waste = np.full((rows, m + 1, m + 1), np.inf)
     with np.errstate(invalid="ignore"):  # -inf x 0 before hour i, masked
-        waste[:m, 1:] = np.where(later, top * (np.arange(1, m + 1)[None, :] - np.arange(m)[:, None]) - total, np.inf)
-    best = np.full((n + 1, m + 1), np.inf)
-    cut = np.zeros((n + 1, m + 1), dtype=int)
-    best[0, 0] = 0.0
+        waste[:, :m, 1:] = np.where(later, top * (np.arange(1, m + 1)[None, :] - np.arange(m)[:, None]) - total, np.inf)
+    best = np.full((rows, n + 1, m + 1), np.inf)
+    cut = np.zeros((rows, n + 1, m + 1), dtype=int)
+    best[:, 0, 0] = 0.0
     for b in range(1, n + 1):  # every end j at once: waste is inf for i >= j, so argmin stays below j
-        c = best[b - 1][:, None] + waste[:, 1:]
-        cut[b, 1:] = np.argmin(c, axis=0)
-        best[b, 1:] = c[cut[b, 1:], np.arange(m)]
-    b = int(np.argmin(best[1:, m])) + 1
-    out, j = np.empty(m), m
-    while j > 0:
-        i = cut[b, j]
-        out[i:j] = np.max(p[i:j])
-        j, b = i, b - 1
+        c = best[:, b - 1, :, None] + waste[:, :, 1:]
+        cut[:, b, 1:] = np.argmin(c, axis=1)
+        best[:, b, 1:] = np.take_along_axis(c, cut[:, b, None, 1:], axis=1)[:, 0]
+    planned = np.empty((rows, m))
+    for r in range(rows):
+        b, j = int(np.argmin(best[r, 1:, m])) + 1, m
+        while j > 0:
+            i = cut[r, b, j]
+            planned[r, i:j] = np.max(q[r, i:j])
+            j, b = i, b - 1
+    out[live] = planned
     return out
 
 
@@ -107,19 +117,30 @@ def slack(usage: np.ndarray, request: np.ndarray) -> float:
 
 def multiplier(usage: np.ndarray, plan: np.ndarray, budget: float) -> float:
     """The smallest of `FACTORS` whose plan x factor keeps `usage` within `budget` (the largest when
-    none does). Every factor at once: each rate is `violation(usage, plan * f)`, the same floats. Only
-    the steps over the plan at its lowest factor can be over it at any: the factors are compared on those."""
-    u, p = np.asarray(usage, dtype=float), np.asarray(plan, dtype=float)
-    ok = np.isfinite(u) & np.isfinite(p)
-    seen = int(ok.sum())
-    if not seen:  # no step to judge: `violation`'s NaN is within no budget
-        return FACTORS[-1]
+    none does)."""
+    return multipliers(usage, np.asarray(plan, dtype=float)[None, :], budget)[0]
+
+
+def multipliers(usage: np.ndarray, plans: np.ndarray, budget: float) -> list[float]:
+    """`multiplier` of each row of `plans` [rows, steps], every factor at once: each rate is
+    `violation(usage, plan * f)`, the same floats. Only the steps over a plan at its lowest factor can
+    be over it at any: the factors are compared on those."""
+    u, p = np.asarray(usage, dtype=float), np.asarray(plans, dtype=float)
+    ok = np.isfinite(u)[None, :] & np.isfinite(p)
+    seen = ok.sum(axis=1)
     with np.errstate(invalid="ignore"):  # NaN compared: not over, as outside `ok`
         lowest = np.minimum(p * _FACTORS[0], p * _FACTORS[-1])  # p x f runs one way in f, either sign
-        near = ok & (u > lowest)
-    rates = (u[near][None, :] > p[near][None, :] * _FACTORS[:, None]).sum(axis=1) / seen
-    within = np.flatnonzero(rates <= budget)
-    return FACTORS[int(within[0])] if len(within) else FACTORS[-1]
+        near = ok & (u[None, :] > lowest)
+    row, step = np.nonzero(near)
+    over = u[step][None, :] > p[row, step][None, :] * _FACTORS[:, None]  # factors x the near steps
+    counts = over.astype(float) @ (row[:, None] == np.arange(len(p))[None, :])  # factors x rows, whole numbers
+    with np.errstate(invalid="ignore", divide="ignore"):  # no step to judge: NaN, within no budget
+        rates = counts / seen[None, :]
+    out = []
+    for r in range(len(p)):
+        within = np.flatnonzero(rates[:, r] <= budget)
+        out.append(FACTORS[int(within[0])] if len(within) else FACTORS[-1])
+    return out
 
 
 def stock_factor(usage: np.ndarray, stock: np.ndarray, budget: float) -> float:
@@ -259,7 +280,7 @@ class DayPlanner:
         for k, day in enumerate(todo):
             ok = enough[24 * k: 24 * (k + 1)]
             profiles = np.where(ok[:, None], medians[24 * k: 24 * (k + 1)], np.nan)
-            self._plans[day] = np.vstack([blocks(profiles[:, j], self.n) for j in range(SHAPES)]) if ok.any() else None
+            self._plans[day] = block_rows(profiles.T, self.n) if ok.any() else None
 
     def stock(self, t: pd.Timestamp) -> float:
         """The stock VPA's target at `t` (8 days, 24 h half-life, p90 + 15%)."""
@@ -295,20 +316,22 @@ class DayPlanner:
         hourly targets of the day are not worked out — serve reads each hour's when it comes)."""
         past = [day - d * DAY for d in range(1, LOOK + 1)]
         self._plan_days([day, *past])
-        past = [d for d in past if self._plans[d.value] is not None]
-        if self._plans[day.value] is None or not past:
+        week = [(d, p) for d in past if (p := self._plans[d.value]) is not None]  # the days planned: SHAPES x 24
+        today = self._plans[day.value]
+        if today is None or not week:
             return DayDecision(self.stock_day(day) if stock_today else None, False,
                                "no day plan yet (under 2 days of peaks): the stock rule")
+        past = [d for d, _ in week]
         u = self.usage(*past)
         s = self.settings
+        planned = np.concatenate([np.repeat(p, 12, axis=1) for _, p in week], axis=1)
         plan_cost, shape, factor = np.inf, 1, FACTORS[-1]
-        for k in range(1, SHAPES + 1):  # each shape calibrated and costed on the week; the cheapest (ties: the peak's)
-            planned = np.concatenate([np.repeat(self.plan(d, k), 12) for d in past])  # type: ignore[arg-type]
-            f = multiplier(u, planned, PLAN_SHARE * budget)
-            c = cost(u, planned * f, len(set(self.plan(day, k))), s.violation_weight, s.change_weight)  # type: ignore[arg-type]
+        # each shape calibrated and costed on the week; the cheapest (ties: the lower k, the peak first)
+        for k, f in enumerate(multipliers(u, planned, PLAN_SHARE * budget), start=1):
+            c = cost(u, planned[k - 1] * f, len(set(today[k - 1])), s.violation_weight, s.change_weight)
             if c < plan_cost or k == 1:
                 plan_cost, shape, factor = c, k, f
-        plan: np.ndarray = self.plan(day, shape)  # type: ignore[assignment]
+        plan = today[shape - 1]
         self._fill([d.value for d in past])  # the week at once
         stocked = np.concatenate([np.repeat(self.stock_day(d), 12) for d in past])
         # the stock rule calibrated as the plan is, never above its own level (`stock_factor`)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from autoscaler.logic.day_plan import (DAY, FACTORS, LOOK, PROFILE_DAYS, SAME_WEEKDAY, SHAPES, STEP, DayPlanner,
-                                       blocks, multiplier, nanmedian_rows, violation)
+                                       block_rows, blocks, multiplier, multipliers, nanmedian_rows, violation)
 from autoscaler.logic.stock_rule import stock_targets
 from autoscaler.logic.vpa import vpa_default_request
 from autoscaler.settings import VpaSettings
@@ -136,6 +136,9 @@ def test_blocks_are_the_loop_blocks():
             p = np.where(rng.random(24) < 0.1, np.nan, np.round(rng.gamma(2, 1, 24), 1))
             np.testing.assert_array_equal(blocks(p, n), blocks_loop(p, n))
     np.testing.assert_array_equal(blocks(np.full(24, np.nan), 3), blocks_loop(np.full(24, np.nan), 3))
+    rows = np.where(rng.random((5, 24)) < 0.1, np.nan, np.round(rng.gamma(2, 1, (5, 24)), 1))
+    rows[2] = np.nan  # a row without a plan among rows with one
+    np.testing.assert_array_equal(block_rows(rows, 3), np.vstack([blocks_loop(r, 3) for r in rows]))
 
 
 def same_decisions(y: pd.Series, days: list[pd.Timestamp]) -> int:
@@ -205,6 +208,8 @@ def test_the_plans_calibration_tries_every_factor_at_once_with_the_same_answer()
         seen.add(got)
         negative = -plan  # a plan below 0 (no usage is): p x f then falls with f, and the same answer
         assert multiplier(-u, negative, budget) == loop_multiplier(-u, negative, budget)
+        shapes = np.vstack([plan, plan * 0.9, np.full_like(plan, np.nan), -plan])  # rows at once, one without steps
+        assert multipliers(u, shapes, budget) == [loop_multiplier(u, r, budget) for r in shapes]
     assert FACTORS[-1] in seen and len(seen) > 5  # the largest (none fits) and many in between
     nothing = np.full(10, np.nan)
     assert multiplier(nothing, np.ones(10), 0.05) == loop_multiplier(nothing, np.ones(10), 0.05) == FACTORS[-1]
