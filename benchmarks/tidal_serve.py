@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                          "of the restart fleet's first run of a new day to PREFIX.restart.new-day (read them with "
                          "python -m pstats; the runs' own rows are marked and slower)")
     ap.add_argument("--day-plans-per-run", type=int, default=0, metavar="N",
-                    help="the restart fleet's vpa.day_plans_per_run (default: serve's, 1,000): how many of a new "
+                    help="the restart fleet's vpa.day_plans_per_run (default: serve's, 600): how many of a new "
                          "day's plans a run makes")
     a = ap.parse_args(argv)
     if a.day_plans_per_run < 0:

@@ -56,12 +56,13 @@ class VpaSettings:
     # changes at most this often in any 24 h. 3: perfect foresight with 3 changes a day already reaches
     # slack 0.43 against the stock VPA's 0.51 on dev (issue 24); each change is a pod restart
     max_changes_per_day: int = 3
-    # restart regime: at most this many day plans are made in one run (~7-9 ms each). A new UTC day
-    # re-plans every restart-regime series; at 10,000 workloads (14,000 plans) in one run that took
-    # 128 CPU s, past the 60 s interval (BENCHMARKS.md, "Tidal requests in serve"). Over the cap a
-    # series keeps the request it has until a later run plans it (1,000: ~14 runs at 14,000 series),
-    # which adds no change. A series never planned is planned at once (forecast_budget spreads those)
-    day_plans_per_run: int = 1000
+    # restart regime: at most this many day plans are made in one run (~1.5 ms each with the week kept:
+    # four shapes planned and costed). A new UTC day re-plans every restart-regime series; at 10,000
+    # workloads (14,000 plans) in one run that took 128 CPU s, past the 60 s interval (BENCHMARKS.md,
+    # "Tidal requests in serve"). Over the cap a series keeps the request it has until a later run plans
+    # it (600: ~24 runs at 14,000 series; a run's plans then cost what 1,000 did with one shape), which
+    # adds no change. A series never planned is planned at once (forecast_budget spreads those)
+    day_plans_per_run: int = 600
     # VPA and HPA on one workload: the HPA's CPU target utilisation that keeps its scale point must stay
     # inside these (fractions); outside them the CPU request is held. 0.5-0.9: below half the pods idle
     # at the scale point, above 0.9 the HPA's 10% tolerance reaches the whole request
