@@ -38,8 +38,8 @@ PROFILE_DAYS = 7  # the plan's hourly peaks: the median of the same hour on this
 SAME_WEEKDAY = 3
 # each hour's k-th largest 5-minute step, k = 1..SHAPES (the peak, then the 2nd largest ...; the smallest
 # where the hour has fewer steps): a plan of each, the one that cost least on the week chosen. A lower step
-# is not set by one spike a day, so it fits a series whose peaks come and go. Measured on both suites along
-# the budget (BENCHMARKS.md, "The plan's shape chosen per series")
+# is not set by a spike or two within the hour, so it fits a series whose peaks come and go. Measured on both
+# suites along the budget (BENCHMARKS.md, "The plan's shape chosen per series")
 SHAPES = 4
 LOOK = 7  # days of the series' own past the plan is calibrated and chosen on
 PLAN_SHARE = 0.6  # the plan is calibrated to this share of the budget on its last week
