@@ -169,7 +169,8 @@ print(json.dumps({"setup_seconds": setup, "runs": runs, "series": len(hist.serie
 
 def measure(workloads: int, nodes: int, regime: str, profile: str = "", plans_per_run: int = 0) -> dict[str, Any]:
     """One fleet in a fresh process (see the module doc); with `profile`, a cProfile of its second
-    warm run with new data is written there (`python -m pstats FILE`)."""
+    warm run with new data is written there (`python -m pstats FILE`), and the restart fleet's first run
+    of a new day to FILE.new-day; `plans_per_run` (0: serve's default) is its vpa.day_plans_per_run."""
     with tempfile.TemporaryDirectory() as d:
         r = subprocess.run([sys.executable, "-c", SCRIPT, str(workloads), str(nodes), regime, d,
                             os.path.abspath(profile) if profile else "", str(plans_per_run)],
