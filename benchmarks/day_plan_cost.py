@@ -23,7 +23,7 @@ import pandas as pd
 from autoscaler.logic.day_plan import DAY, DayDecision, DayPlanner, PlanMemo
 from autoscaler.routines.tidal import CONTEXT
 from autoscaler.settings import ServeSettings
-from benchmarks.fleet import offline_fleet, yesterdays_memo
+from benchmarks.fleet import offline_fleet, yesterdays_memo, yesterdays_reads
 from predictor.timestamps import position
 
 FIVE = pd.Timedelta("5min")
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     _, yesterdays = per_series(series, yesterday)
     memos = [memo for memo, _ in yesterdays]
     _, rebuilt_memos = per_series(series, rebuilt)
-    read = [memo if planned else memo.with_last_stock(DayPlanner(y, vpa, n).stock_day(today - DAY))
+    read = [memo if planned else memo.with_last_stock(yesterdays_reads(memo, y, vpa))
             for y, (memo, planned) in zip(series, yesterdays)]
     rows = []
     for label, kept in (("a new day's plan, the whole week worked out", None),

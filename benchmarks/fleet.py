@@ -82,3 +82,9 @@ def yesterdays_memo(today: PlanMemo, y: pd.Series, settings: VpaSettings) -> Pla
     planner.plan(oldest)
     planner.stock_day(oldest)
     return planner.memo(yesterday)
+
+
+def yesterdays_reads(memo: PlanMemo, y: pd.Series, settings: VpaSettings) -> np.ndarray:
+    """The stock targets a series the stock rule served read through the newest day of `memo`, hour by hour
+    (`DayChoice.hourly`): with the whole history `y`, each read is the stock rule's target of its hour."""
+    return DayPlanner(y, settings, memo.n).stock_day(pd.Timestamp(memo.last, tz="UTC"))

@@ -27,11 +27,10 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SCRIPT = r'''
-import json, os, resource, subprocess, sys, time
+import cProfile, json, os, resource, subprocess, sys, time
 import pandas as pd
-from benchmarks.fleet import advance, offline_fleet, timed_run, write_state, yesterdays_memo
+from benchmarks.fleet import advance, offline_fleet, timed_run, write_state, yesterdays_memo, yesterdays_reads
 from studies.demo import MemorySource
-from autoscaler.logic.day_plan import DayPlanner
 from autoscaler.input.cluster import FileCluster
 from autoscaler.output.sinks import FileSink
 from autoscaler.routines.loop import ServingLoop
@@ -105,7 +104,6 @@ one("warm: same 5-minute step")
 for k in range(1, 4):
     advance(hist, c.step)
     if profile and k == 2:
-        import cProfile
         with cProfile.Profile() as prof:
             one(f"warm: +{minutes + 5 * k} min of data (under cProfile: slower)")
         prof.dump_stats(profile)
@@ -134,13 +132,12 @@ if regime == "restart":
         if choice.memo is not None:
             choice.memo = yesterdays_memo(choice.memo, hist.series[sid], s.vpa)
             if choice.values is None:
-                choice.hourly = DayPlanner(hist.series[sid], s.vpa, choice.memo.n).stock_day(choice.day)
+                choice.hourly = yesterdays_reads(choice.memo, hist.series[sid], s.vpa)
     cap, day_runs = s.vpa.day_plans_per_run, []
     while any(ch.day != today for ch in plans.values()) and len(day_runs) < 100:
         advance(hist, c.step)
         minutes += 5
         if profile and not day_runs:
-            import cProfile
             with cProfile.Profile() as prof:
                 one("new UTC day: run 1 (under cProfile: slower)")
             prof.dump_stats(profile + ".new-day")

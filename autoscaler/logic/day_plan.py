@@ -339,14 +339,15 @@ class DayPlanner:
         stock_cost = cost(u, stocked * lean, 1.0, s.violation_weight, s.change_weight)
         costs = f"cost on the last {len(past)} d: plan {plan_cost:.3f}, stock {stock_cost:.3f}"
         if plan_cost <= stock_cost or not np.isfinite(stock_cost):
-            of = "each hour's peak" if shape == 1 else f"each hour's {_ORDINALS[shape]} largest step"
+            of = "each hour's peak" if shape == 1 else f"each hour's {_ordinal(shape)} largest step"
             return DayDecision(plan * factor, True, f"day plan in {len(set(plan))} block(s) x{factor:g} of {of} ({costs})")
         scaled = "" if lean == 1.0 else f" x{lean:g}"
         return DayDecision(self.stock_day(day) * lean if stock_today else None, False,
                            f"the stock rule{scaled} ({costs})", lean)
 
 
-_ORDINALS = {2: "2nd", 3: "3rd", 4: "4th", 5: "5th", 6: "6th"}
+def _ordinal(k: int) -> str:
+    return f"{k}{ {2: 'nd', 3: 'rd'}.get(k, 'th')}"  # 2nd, 3rd, 4th ... (k <= 20, as SHAPES is)
 
 
 def largest(steps: np.ndarray) -> np.ndarray:
