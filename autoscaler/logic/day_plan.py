@@ -42,6 +42,11 @@ SAME_WEEKDAY = 3
 # suites along the budget (BENCHMARKS.md, "The plan's shape chosen per series")
 SHAPES = 4
 LOOK = 7  # days of the series' own past the plan is calibrated and chosen on
+# ... each day of them weighted 0.5 ** (its age in days, yesterday 0 / this): the level a fixed day must meet
+# drifts, so yesterday says more of today than a week ago does. The plan's and the stock rule's factors and the
+# costs they are chosen by are all read on the weighted week. Measured on both suites along the budget
+# (BENCHMARKS.md, "The restart week weighted by recency"; 2 and 5 measured alike)
+HALF_LIFE = 3.0
 PLAN_SHARE = 0.6  # the plan is calibrated to this share of the budget on its last week
 FACTORS = tuple(float(f) for f in np.round(np.arange(0.8, 2.001, 0.05), 3))  # plan multipliers tried
 _FACTORS = np.asarray(FACTORS)
@@ -101,39 +106,61 @@ def nanmedian_rows(x: np.ndarray) -> np.ndarray:
     return np.where(count > 0, (s[rows, lo] + s[rows, hi]) / 2.0, np.nan)  # type: ignore[no-any-return]
 
 
-def violation(usage: np.ndarray, request: np.ndarray) -> float:
-    """Share of finite steps with usage over the request (NaN when none)."""
+def _mean(x: np.ndarray, weights: np.ndarray | None, ok: np.ndarray) -> float:
+    """The mean of `x` over `ok`, each step weighted (None: all alike; NaN when nothing is `ok`)."""
+    if not ok.any():
+        return float("nan")
+    if weights is None:
+        return float(np.mean(x[ok]))
+    w = np.asarray(weights, dtype=float)[ok]
+    return float(np.sum(w * x[ok]) / np.sum(w))
+
+
+def violation(usage: np.ndarray, request: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """Share of finite steps with usage over the request, each step weighted by `weights` (None: all alike;
+    NaN when none)."""
     u, r = np.asarray(usage, dtype=float), np.asarray(request, dtype=float)
     ok = np.isfinite(u) & np.isfinite(r)
-    return float(np.mean(u[ok] > r[ok])) if ok.any() else float("nan")
+    with np.errstate(invalid="ignore"):  # NaN compared: outside `ok`
+        return _mean(u > r, weights, ok)
 
 
-def slack(usage: np.ndarray, request: np.ndarray) -> float:
-    """Mean relative slack (request - usage) / request over finite steps, a shortfall counted 0."""
+def slack(usage: np.ndarray, request: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """Mean relative slack (request - usage) / request over finite steps, a shortfall counted 0 (each step
+    weighted by `weights`, None: all alike)."""
     u, r = np.asarray(usage, dtype=float), np.asarray(request, dtype=float)
     ok = np.isfinite(u) & np.isfinite(r) & (r > 0)
-    return float(np.mean(np.clip((r[ok] - u[ok]) / r[ok], 0, None))) if ok.any() else float("nan")
+    with np.errstate(invalid="ignore", divide="ignore"):  # outside `ok`
+        return _mean(np.clip((r - u) / r, 0, None), weights, ok)
 
 
-def multiplier(usage: np.ndarray, plan: np.ndarray, budget: float) -> float:
+def recency(days_back: list[int]) -> np.ndarray:
+    """Each step's weight on a week of days, `days_back` days before the day decided (1: yesterday), one
+    after the other as `DayPlanner.usage` lays them out: 0.5 ** ((days_back - 1) / HALF_LIFE)."""
+    per_day = 0.5 ** ((np.asarray(days_back, dtype=float) - 1.0) / HALF_LIFE)
+    return np.repeat(per_day, DAY // STEP)
+
+
+def multiplier(usage: np.ndarray, plan: np.ndarray, budget: float, weights: np.ndarray | None = None) -> float:
     """The smallest of `FACTORS` whose plan x factor keeps `usage` within `budget` (the largest when
-    none does)."""
-    return multipliers(usage, np.asarray(plan, dtype=float)[None, :], budget)[0]
+    none does); each step weighted by `weights` (None: all alike)."""
+    return multipliers(usage, np.asarray(plan, dtype=float)[None, :], budget, weights)[0]
 
 
-def multipliers(usage: np.ndarray, plans: np.ndarray, budget: float) -> list[float]:
+def multipliers(usage: np.ndarray, plans: np.ndarray, budget: float, weights: np.ndarray | None = None) -> list[float]:
     """`multiplier` of each row of `plans` [rows, steps], every factor at once: each rate is
-    `violation(usage, plan * f)`, the same floats. Only the steps over a plan at its lowest factor can
-    be over it at any: the factors are compared on those."""
+    `violation(usage, plan * f, weights)`, the same floats. Only the steps over a plan at its lowest factor
+    can be over it at any: the factors are compared on those."""
     u, p = np.asarray(usage, dtype=float), np.asarray(plans, dtype=float)
+    w = np.ones(len(u)) if weights is None else np.asarray(weights, dtype=float)
     ok = np.isfinite(u)[None, :] & np.isfinite(p)
-    seen = ok.sum(axis=1)
+    seen = ok.astype(float) @ w  # whole numbers when unweighted: the count
     with np.errstate(invalid="ignore"):  # NaN compared: not over, as outside `ok`
         lowest = np.minimum(p * _FACTORS[0], p * _FACTORS[-1])  # p x f runs one way in f, either sign
         near = ok & (u[None, :] > lowest)
     row, step = np.nonzero(near)
     over = u[step][None, :] > p[row, step][None, :] * _FACTORS[:, None]  # factors x the near steps
-    counts = over.astype(float) @ (row[:, None] == np.arange(len(p))[None, :])  # factors x rows, whole numbers
+    counts = (over * w[step][None, :]) @ (row[:, None] == np.arange(len(p))[None, :])  # factors x rows
     with np.errstate(invalid="ignore", divide="ignore"):  # no step to judge: NaN, within no budget
         rates = counts / seen[None, :]
     out = []
@@ -143,18 +170,20 @@ def multipliers(usage: np.ndarray, plans: np.ndarray, budget: float) -> list[flo
     return out
 
 
-def stock_factor(usage: np.ndarray, stock: np.ndarray, budget: float) -> float:
+def stock_factor(usage: np.ndarray, stock: np.ndarray, budget: float, weights: np.ndarray | None = None) -> float:
     """The factor on the stock rule's targets the day's choice compares and serves: calibrated on the
     recent days as the plan is (`multiplier`), but never above 1. Where the stock VPA is conservative
     for the series (a flat one, violated far less often than the budget allows) the stock rule is
     offered as lean as the budget lets it be; it is never asked for more than it would give itself."""
-    return min(1.0, multiplier(usage, stock, budget))
+    return min(1.0, multiplier(usage, stock, budget, weights))
 
 
 def cost(usage: np.ndarray, request: np.ndarray, changes_per_day: float, violation_weight: float,
-         change_weight: float) -> float:
-    """slack + violation_weight x violation rate + change_weight x changes a day (NaN: no data)."""
-    return slack(usage, request) + violation_weight * violation(usage, request) + change_weight * changes_per_day
+         change_weight: float, weights: np.ndarray | None = None) -> float:
+    """slack + violation_weight x violation rate + change_weight x changes a day (NaN: no data); the steps
+    weighted by `weights` (None: all alike)."""
+    return (slack(usage, request, weights) + violation_weight * violation(usage, request, weights)
+            + change_weight * changes_per_day)
 
 
 @dataclass(frozen=True)
@@ -322,22 +351,22 @@ class DayPlanner:
             return DayDecision(self.stock_day(day) if stock_today else None, False,
                                "no day plan yet (under 2 days of peaks): the stock rule")
         past = [d for d, _ in week]
-        u = self.usage(*past)
+        u, w = self.usage(*past), recency([(day - d) // DAY for d in past])
         s = self.settings
         planned = np.concatenate([np.repeat(p, 12, axis=1) for _, p in week], axis=1)
         plan_cost, shape, factor = np.inf, 1, FACTORS[-1]
-        # each shape calibrated and costed on the week; the cheapest (ties: the lower k, the peak first)
-        for k, f in enumerate(multipliers(u, planned, PLAN_SHARE * budget), start=1):
-            c = cost(u, planned[k - 1] * f, len(set(today[k - 1])), s.violation_weight, s.change_weight)
+        # each shape calibrated and costed on the weighted week; the cheapest (ties: the lower k, the peak first)
+        for k, f in enumerate(multipliers(u, planned, PLAN_SHARE * budget, w), start=1):
+            c = cost(u, planned[k - 1] * f, len(set(today[k - 1])), s.violation_weight, s.change_weight, w)
             if c < plan_cost or k == 1:
                 plan_cost, shape, factor = c, k, f
         plan = today[shape - 1]
         self._fill([d.value for d in past])  # the week at once
         stocked = np.concatenate([np.repeat(self.stock_day(d), 12) for d in past])
         # the stock rule calibrated as the plan is, never above its own level (`stock_factor`)
-        lean = stock_factor(u, stocked, PLAN_SHARE * budget)
-        stock_cost = cost(u, stocked * lean, 1.0, s.violation_weight, s.change_weight)
-        costs = f"cost on the last {len(past)} d: plan {plan_cost:.3f}, stock {stock_cost:.3f}"
+        lean = stock_factor(u, stocked, PLAN_SHARE * budget, w)
+        stock_cost = cost(u, stocked * lean, 1.0, s.violation_weight, s.change_weight, w)
+        costs = f"cost on the last {len(past)} d, half-life {HALF_LIFE:g} d: plan {plan_cost:.3f}, stock {stock_cost:.3f}"
         if plan_cost <= stock_cost or not np.isfinite(stock_cost):
             of = "each hour's peak" if shape == 1 else f"each hour's {_ordinal(shape)} largest step"
             return DayDecision(plan * factor, True, f"day plan in {len(set(plan))} block(s) x{factor:g} of {of} ({costs})")

@@ -38,7 +38,7 @@ def test_a_flat_series_is_served_the_stock_rule_scaled_down_and_the_reason_says_
     d = planner.decide(day, 0.05)
     assert not d.planned and d.stock_factor < 1.0
     np.testing.assert_array_equal(d.values, planner.stock_day(day) * d.stock_factor)
-    assert d.why.startswith(f"the stock rule x{d.stock_factor:g} (cost on the last 7 d: plan ")
+    assert d.why.startswith(f"the stock rule x{d.stock_factor:g} (cost on the last 7 d, half-life 3 d: plan ")
     # yesterday (a day of the week the factor was calibrated on) at that factor: within twice the plan's
     # share of the budget, while a factor far too lean (0.8 on every series) would not be
     served = violation(planner.usage(day - DAY), np.repeat(planner.stock_day(day - DAY) * d.stock_factor, 12))

@@ -50,7 +50,7 @@ def test_the_day_plan_follows_the_tide_and_says_why():
     idx = pd.date_range("2024-05-01", periods=14 * 288, freq="5min", tz="UTC")
     y = pd.Series(5 + 4 * np.sin(2 * np.pi * np.arange(len(idx)) / 288), index=idx)
     d = replay_restart(y, idx[0] + pd.Timedelta("9D"), idx[-1], VpaSettings(window="1h"), 3)
-    assert d["reason"].str.contains("cost on the last 7 d: plan").all()
+    assert d["reason"].str.contains("cost on the last 7 d, half-life 3 d: plan").all()
     day = d[d["timestamp"].dt.floor("D") == pd.Timestamp("2024-05-12", tz="UTC")].reset_index(drop=True)
     assert day["target"].nunique() >= 2  # up for the peak, down after it
     peak_hour = int(y.resample("1h").max().reindex(day["timestamp"]).to_numpy().argmax())
@@ -66,7 +66,7 @@ def test_a_flat_series_keeps_the_stock_rule_when_the_plan_costs_more():
     decision = planner.decide(day, 0.05)
     request, why = decision.values, decision.why
     assert not decision.planned
-    assert why.startswith("the stock rule (cost on the last 7 d: plan"), why  # both costs shown, stock cheaper
+    assert why.startswith("the stock rule (cost on the last 7 d, half-life 3 d: plan"), why  # both costs shown, stock cheaper
     plan, stock = (float(v) for v in why.split("plan ")[1].rstrip(")").split(", stock "))
     assert stock < plan
     assert request is not None and np.array_equal(request, planner.stock_day(day))
