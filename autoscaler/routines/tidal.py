@@ -79,6 +79,8 @@ class DayChoice:
     # the stock targets of the day's hours as read (before the factor; NaN: not read), the next day's
     # planner's row for this day when every hour was read: not worked out again after midnight
     hourly: np.ndarray = field(default_factory=lambda: np.full(24, np.nan))
+    # the request as the runs of an hour give it, built once: (the hour, the hour its value is of, it)
+    served: tuple[pd.Timestamp, pd.Timestamp, TidalRequest] | None = None
 
     def week(self, day: pd.Timestamp) -> PlanMemo | None:
         """What `day`'s planner reads of this choice: its memo, with this day's stock targets when it is
@@ -237,13 +239,15 @@ class TidalRun:
     def _day_plan(self, sid: str, y: pd.Series, budget: float) -> tuple[TidalRequest | None, str]:
         day, hour = self.day, self.hour  # once a run, not once a series
         choice = kept = self.state.plans.get(sid)  # kept: the one before this run's, whose week a planner reads
+        built: list[DayPlanner] = []
 
-        @functools.cache
         def planner() -> DayPlanner:  # built only when deciding, once a run (most runs read a kept plan)
-            near = y.iloc[position(y.index, self.origin - CONTEXT): position(y.index, self.origin)]  # sorted
-            # its last week: a new day makes one plan (and one day of stock targets where they were not read)
-            carried = None if kept is None else kept.week(day)
-            return DayPlanner(near, self.settings, self.settings.max_changes_per_day, carried=carried)
+            if not built:
+                near = y.iloc[position(y.index, self.origin - CONTEXT): position(y.index, self.origin)]  # sorted
+                # its last week: a new day makes one plan (and one day of stock targets where they were not read)
+                carried = None if kept is None else kept.week(day)
+                built.append(DayPlanner(near, self.settings, self.settings.max_changes_per_day, carried=carried))
+            return built[0]
 
         if choice is None or choice.day != day:
             cap = self.settings.day_plans_per_run
@@ -265,6 +269,8 @@ class TidalRun:
             at, value = next(iter(choice.stock.items()))
         else:
             at, value = hour, float(choice.values[hour.hour])
+        if choice.served is not None and choice.served[:2] == (hour, at):  # this hour's, as an earlier run gave it
+            return choice.served[2], ""
         if not np.isfinite(value):
             return None, f"restart regime: no day plan nor stock target for {day.date()} ({choice.why})"
         what = "the stock rule's target" if choice.values is None else "the day plan's request"
@@ -272,4 +278,6 @@ class TidalRun:
                                        f"{hour + self.slot(sid, HOUR // STEP) * STEP:%H:%M})")
         why = f"restart regime: {what} for {at:%H}:00 UTC{later}: {choice.why}"
         choice.last = max(value, 0.0)
-        return TidalRequest(choice.last, "day_plan", None, why), ""
+        request = TidalRequest(choice.last, "day_plan", None, why)
+        choice.served = (hour, at, request)
+        return request, ""
