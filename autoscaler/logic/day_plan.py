@@ -10,7 +10,7 @@ together for one series: each UTC day, N-block plans from the median of each hou
 2nd..`SHAPES`-th largest step, on the last 7 days (the same weekday a week back counted `SAME_WEEKDAY`
 times: a weekly tide), each scaled to keep the last week within `PLAN_SHARE` of the budget (a plan fixed
 for a day cannot react within it, so it is calibrated below the budget), the one that cost least on that
-week; or the stock VPA's hourly
+week (its days weighted by recency, `HALF_LIFE`, in every factor and cost); or the stock VPA's hourly
 target, calibrated the same way but never above its own level (`stock_factor`), whichever cost less
 on that week; the reason shows both costs. Replay
 (`studies/replay/day_plan.py`) and serve's restart regime read it.
@@ -42,10 +42,10 @@ SAME_WEEKDAY = 3
 # suites along the budget (BENCHMARKS.md, "The plan's shape chosen per series")
 SHAPES = 4
 LOOK = 7  # days of the series' own past the plan is calibrated and chosen on
-# ... each day of them weighted 0.5 ** (its age in days, yesterday 0 / this): the level a fixed day must meet
-# drifts, so yesterday says more of today than a week ago does. The plan's and the stock rule's factors and the
-# costs they are chosen by are all read on the weighted week. Measured on both suites along the budget
-# (BENCHMARKS.md, "The restart week weighted by recency"; 2 and 5 measured alike)
+# ... each day of them weighted 0.5 ** ((days back - 1) / HALF_LIFE): yesterday 1, four days back 0.5. The level
+# a fixed day must meet drifts, so yesterday says more of today than a week ago does. The plan's and the stock
+# rule's factors and the costs they are chosen by are all read on the weighted week. Measured on both suites
+# along the budget (BENCHMARKS.md, "The restart week weighted by recency"; 2 and 5 days measured alike)
 HALF_LIFE = 3.0
 PLAN_SHARE = 0.6  # the plan is calibrated to this share of the budget on its last week
 FACTORS = tuple(float(f) for f in np.round(np.arange(0.8, 2.001, 0.05), 3))  # plan multipliers tried
