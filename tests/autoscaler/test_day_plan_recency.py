@@ -9,8 +9,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from autoscaler.logic.day_plan import (DAY, FACTORS, HALF_LIFE, STEP, DayPlanner, cost, multipliers, recency, slack,
-                                       violation)
+from autoscaler.logic.day_plan import DAY, STEP, DayPlanner
+from autoscaler.logic.plan_costs import FACTORS, HALF_LIFE, cost, multipliers, recency, slack, violation
 from autoscaler.settings import VpaSettings
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from autoscaler.logic.day_plan import DAY, FACTORS, PLAN_SHARE, DayPlanner, multiplier, stock_factor, violation
+from autoscaler.logic.day_plan import DAY, PLAN_SHARE, DayPlanner
+from autoscaler.logic.plan_costs import FACTORS, multiplier, stock_factor, violation
 from autoscaler.settings import VpaSettings
 from studies.replay.day_plan import replay_restart
 

@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autoscaler.logic.day_plan import (DAY, FACTORS, LOOK, PROFILE_DAYS, SAME_WEEKDAY, SHAPES, STEP, DayPlanner,
-                                       block_rows, blocks, multiplier, multipliers, nanmedian_rows, violation)
+from autoscaler.logic.day_plan import (DAY, LOOK, PROFILE_DAYS, SAME_WEEKDAY, SHAPES, STEP, DayPlanner, block_rows,
+                                       blocks, nanmedian_rows)
+from autoscaler.logic.plan_costs import FACTORS, multiplier, multipliers, violation
 from autoscaler.logic.stock_rule import stock_targets
 from autoscaler.logic.vpa import vpa_default_request
 from autoscaler.settings import VpaSettings
