@@ -62,8 +62,9 @@ def multiplier(usage: np.ndarray, plan: np.ndarray, budget: float, weights: np.n
 
 def multipliers(usage: np.ndarray, plans: np.ndarray, budget: float, weights: np.ndarray | None = None) -> list[float]:
     """`multiplier` of each row of `plans` [rows, steps], every factor at once: each rate is
-    `violation(usage, plan * f, weights)`, the same floats. Only the steps over a plan at its lowest factor
-    can be over it at any: the factors are compared on those."""
+    `violation(usage, plan * f, weights)` (the same floats unweighted; weighted, its sums added in another
+    order). Only the steps over a plan at its lowest factor can be over it at any: the factors are compared on
+    those."""
     u, p = np.asarray(usage, dtype=float), np.asarray(plans, dtype=float)
     w = np.ones(len(u)) if weights is None else np.asarray(weights, dtype=float)
     ok = np.isfinite(u)[None, :] & np.isfinite(p)
