@@ -24,6 +24,8 @@ import sys
 import tempfile
 from typing import Any
 
+from autoscaler.settings import VpaSettings
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SCRIPT = r'''
@@ -216,8 +218,8 @@ def main(argv: list[str] | None = None) -> int:
                          "of the restart fleet's first run of a new day to PREFIX.restart.new-day (read them with "
                          "python -m pstats; the runs' own rows are marked and slower)")
     ap.add_argument("--day-plans-per-run", type=int, default=0, metavar="N",
-                    help="the restart fleet's vpa.day_plans_per_run (default: serve's, 600): how many of a new "
-                         "day's plans a run makes")
+                    help=f"the restart fleet's vpa.day_plans_per_run (default: serve's, "
+                         f"{VpaSettings().day_plans_per_run}): how many of a new day's plans a run makes")
     a = ap.parse_args(argv)
     if a.day_plans_per_run < 0:
         ap.error(f"--day-plans-per-run {a.day_plans_per_run}: give 1 or more (0: serve's default)")

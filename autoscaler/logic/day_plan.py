@@ -264,8 +264,8 @@ class DayPlanner:
         if today is None or not week:
             return DayDecision(self.stock_day(day) if stock_today else None, False,
                                "no day plan yet (under 2 days of peaks): the stock rule")
-        past = [d for d, _ in week]
-        u, w = self.usage(*past), recency([(day - d) // DAY for d in past])
+        days = [d for d, _ in week]
+        u, w = self.usage(*days), recency([(day - d) // DAY for d in days])
         s = self.settings
         planned = np.concatenate([np.repeat(p, 12, axis=1) for _, p in week], axis=1)
         plan_cost, shape, factor = np.inf, 1, FACTORS[-1]
@@ -275,12 +275,12 @@ class DayPlanner:
             if c < plan_cost or k == 1:
                 plan_cost, shape, factor = c, k, f
         plan = today[shape - 1]
-        self._fill([d.value for d in past])  # the week at once
-        stocked = np.concatenate([np.repeat(self.stock_day(d), 12) for d in past])
+        self._fill([d.value for d in days])  # the week at once
+        stocked = np.concatenate([np.repeat(self.stock_day(d), 12) for d in days])
         # the stock rule calibrated as the plan is, never above its own level (`stock_factor`)
         lean = stock_factor(u, stocked, PLAN_SHARE * budget, w)
         stock_cost = cost(u, stocked * lean, 1.0, s.violation_weight, s.change_weight, w)
-        costs = f"cost on the last {len(past)} d, half-life {HALF_LIFE:g} d: plan {plan_cost:.3f}, stock {stock_cost:.3f}"
+        costs = f"cost on the last {len(days)} d, half-life {HALF_LIFE:g} d: plan {plan_cost:.3f}, stock {stock_cost:.3f}"
         if plan_cost <= stock_cost or not np.isfinite(stock_cost):
             of = "each hour's peak" if shape == 1 else f"each hour's {_ordinal(shape)} largest step"
             return DayDecision(plan * factor, True, f"day plan in {len(set(plan))} block(s) x{factor:g} of {of} ({costs})")

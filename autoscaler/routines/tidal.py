@@ -73,7 +73,6 @@ class DayChoice:
     values: np.ndarray | None  # the plan's hourly requests (None: the stock rule serves, hour by hour)
     why: str
     stock: dict[pd.Timestamp, float] = field(default_factory=dict)  # hour -> the stock target, once an hour
-    last: float | None = None  # the request last given (held while the next day's plan waits)
     memo: PlanMemo | None = None  # the week's plans and stock targets, read again by the next day's plan
     stock_factor: float = 1.0  # on the stock rule's targets where it serves (autoscaler.logic.day_plan)
     # the stock targets of the day's hours as read (before the factor; NaN: not read), the next day's
@@ -81,6 +80,11 @@ class DayChoice:
     hourly: np.ndarray = field(default_factory=lambda: np.full(24, np.nan))
     # the request as the runs of an hour give it, built once: (the hour, the hour its value is of, it)
     served: tuple[pd.Timestamp, pd.Timestamp, TidalRequest] | None = None
+
+    @property
+    def last(self) -> float | None:
+        """The request last given (held while the next day's plan waits); None before the first."""
+        return None if self.served is None else self.served[2].value
 
     def week(self, day: pd.Timestamp) -> PlanMemo | None:
         """What `day`'s planner reads of this choice: its memo, with this day's stock targets when it is
@@ -277,7 +281,6 @@ class TidalRun:
         later = "" if at == hour else (f" (the {hour:%H}:00 one is read at this series' step of the hour, "
                                        f"{hour + self.slot(sid, HOUR // STEP) * STEP:%H:%M})")
         why = f"restart regime: {what} for {at:%H}:00 UTC{later}: {choice.why}"
-        choice.last = max(value, 0.0)
-        request = TidalRequest(choice.last, "day_plan", None, why)
+        request = TidalRequest(max(value, 0.0), "day_plan", None, why)
         choice.served = (hour, at, request)
         return request, ""

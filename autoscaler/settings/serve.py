@@ -56,8 +56,8 @@ class VpaSettings:
     # changes at most this often in any 24 h. 3: perfect foresight with 3 changes a day already reaches
     # slack 0.43 against the stock VPA's 0.51 on dev (issue 24); each change is a pod restart
     max_changes_per_day: int = 3
-    # restart regime: at most this many day plans are made in one run (~1.5 ms each with the week kept:
-    # four shapes planned and costed). A new UTC day re-plans every restart-regime series; at 10,000
+    # restart regime: at most this many day plans are made in one run (1.7-2.6 CPU ms each with the week
+    # kept, four shapes planned and costed: python -m benchmarks.day_plan_cost). A new UTC day re-plans every restart-regime series; at 10,000
     # workloads (14,000 plans) in one run that took 128 CPU s, past the 60 s interval (BENCHMARKS.md,
     # "Tidal requests in serve"). Over the cap a series keeps the request it has until a later run plans
     # it (600: ~24 runs at 14,000 series; a run's plans then cost what 1,000 did with one shape), which

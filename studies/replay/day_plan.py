@@ -6,7 +6,7 @@ The plan and the choice are `autoscaler.logic.day_plan.DayPlanner` (serve's rest
 the same): the median of each hour's peak on the last 7 days (the same weekday a week back counted
 three times), cut into N blocks, scaled to keep the last week within a share of the budget (and the same
 from each hour's 2nd to 4th largest step, the cheapest of the four on that week), or the stock VPA's
-hourly target, whichever cost less on that week. Here they are applied as the cluster would: the
+hourly target, whichever cost less on that week (its days weighted by recency in every factor and cost). Here they are applied as the cluster would: the
 request in force changes only by more than 10% (`DEAD_BAND`) and at most N times a UTC day (the one at midnight included), a change past
 that held. Nothing else moves the request within the day: what is served is what the choice
 costed, as in serve's restart regime (`autoscaler.routines.tidal`); why a raise within the day was
