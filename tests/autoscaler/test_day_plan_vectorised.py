@@ -15,7 +15,7 @@ import pytest
 from autoscaler.logic.day_plan import (DAY, LOOK, PROFILE_DAYS, SAME_WEEKDAY, SHAPES, STEP, DayPlanner, block_rows,
                                        blocks, nanmedian_rows)
 from autoscaler.logic.plan_costs import FACTORS, multiplier, multipliers, violation
-from autoscaler.logic.stock_rule import stock_targets
+from autoscaler.logic.stock_rule import stock_at, stock_targets
 from autoscaler.logic.vpa import vpa_default_request
 from autoscaler.settings import VpaSettings
 from tests.conftest import SHARED_DATA, needs_shared_data
@@ -128,6 +128,36 @@ def test_the_stock_rule_over_many_hours_is_the_rule_at_each(seed, jitter):
     assert np.isnan(got[:24]).all() and np.isfinite(got[30:]).all()
     short = y.iloc[:40]  # a few hours of history
     np.testing.assert_array_equal(stock_targets(short, times[20:40]), [stock_one(short, t) for t in times[20:40]])
+
+
+def test_the_stock_rule_of_many_series_at_once_is_each_ones():
+    """`stock_at` (serve's hourly reads of a run, batched) gives each series' `stock_targets` at that time to
+    the bit: on a shared grid with missing samples, ties and gaps; a short series; a microsecond index; and
+    series it reads alone (off the grid, unsorted, repeated timestamps, no sample in the window)."""
+    rng = np.random.default_rng(7)
+    idx = pd.date_range("2026-10-01", periods=9 * 288, freq="5min", tz="UTC")
+    t = idx[-1].floor("h")
+    series = {}
+    for i in range(40):
+        y = pd.Series(np.round(rng.gamma(2, 1, len(idx)) * (1.5 + np.sin(np.arange(len(idx)) / 45.8)), 1), index=idx)
+        if i % 3 == 0:
+            y[rng.random(len(y)) < 0.1] = np.nan
+        if i % 5 == 0:
+            y = y.drop(y.index[2000:2100])  # a gap inside the window: a group of its own
+        if i % 7 == 0:
+            y.index = y.index.as_unit("us")
+        series[f"s{i}"] = y
+    series["short"] = series["s1"].iloc[-30:]
+    series["jitter"] = synthetic(3, days=9, jitter=True)
+    series["unsorted"] = series["s2"].iloc[::-1]
+    series["repeated"] = pd.concat([series["s4"], series["s4"].iloc[-5:]]).sort_index()
+    series["empty"] = series["s1"].iloc[:10] * np.nan
+    got = stock_at(series, t.value)
+    assert set(got) == set(series)
+    for sid, y in series.items():
+        want = stock_targets(y, pd.DatetimeIndex([t]))[0]
+        assert got[sid] == want or (np.isnan(want) and np.isnan(got[sid])), sid
+    assert np.isfinite([got[f"s{i}"] for i in range(40)]).all() and np.isnan(got["empty"])
 
 
 def test_blocks_are_the_loop_blocks():

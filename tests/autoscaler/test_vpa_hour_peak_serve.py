@@ -14,6 +14,7 @@ import pytest
 from autoscaler.logic.day_plan import DayPlanner
 from autoscaler.logic.vpa import pod_peaks_range
 from autoscaler.output.sinks import DryRunSink
+from autoscaler.routines import tidal as tidal_routine
 from autoscaler.routines.loop import OK, ServingLoop
 from predictor import registry
 from predictor.history import History, history_from_frame
@@ -338,12 +339,21 @@ def test_train_refuses_a_vpa_interval_off_the_step_in_one_line(tmp_path, interva
     assert not (tmp_path / "models").exists()
 
 
-def test_series_the_stock_rule_serves_read_each_hours_target_at_their_own_step(tidal):
+def test_series_the_stock_rule_serves_read_each_hours_target_at_their_own_step(tidal, monkeypatch):
     """Restart regime, the stock rule chosen (changes priced high, so no plan wins): runs 5 minutes apart
     through an hour. Each series reads the new hour's stock target at the step of the hour its id
     hashes to (crc32 mod 12), holding the previous hour's until then and saying when it reads, so the
-    fleet's reads spread over the hour; the target it reads is the stock rule's for that hour."""
+    fleet's reads spread over the hour; the target it reads is the stock rule's for that hour. A run
+    reads the series due at its step all at once (one `stock_at` call)."""
     c, hist, reg = tidal
+    batches: list[set[str]] = []
+    batched = tidal_routine.stock_at
+
+    def spy(series, t):
+        batches.append(set(series))
+        return batched(series, t)
+
+    monkeypatch.setattr(tidal_routine, "stock_at", spy)
     start = END - HOUR - STEP  # the first run's origin: 22:55, so the loop's hour turns at the next run
     loop, source = loop_on(regimed(cluster_objects(c), "Recreate"), hist.window(None, start), reg)
     loop.settings.vpa.change_weight = 100.0
@@ -353,16 +363,21 @@ def test_series_the_stock_rule_serves_read_each_hours_target_at_their_own_step(t
     assert all("the stock rule's target for 22:00 UTC: the stock rule" in r.reason.steps[0] for r in first.values())
     hour = END - HOUR
     read: dict[str, pd.Timestamp] = {}
-    for i in range(1, 13):
+    widest = 0
+    for i in (*range(1, 8), *range(9, 13)):  # 23:35's run missed: 23:40's reads two steps' series at once
         origin = start + i * STEP
         source.history = hist.window(None, origin)
+        batches.clear()
         got = recs(loop.run_once())
+        now = set()
         for (key, ctr, res), r in got.items():
             _, ns, name = key.split("/")
             sid = f"{ns}/Deployment/{name}/{ctr}/{res}"
             step = zlib.crc32(sid.encode()) % 12
             due = hour + step * STEP
             if origin >= due:  # this run's step of the hour is at or past the series' own
+                if sid not in read:
+                    now.add(sid)
                 read.setdefault(sid, origin)
                 first_step = r.reason.steps[0]
                 assert first_step.startswith("restart regime: the stock rule's target for 23:00 UTC: "), first_step
@@ -372,7 +387,10 @@ def test_series_the_stock_rule_serves_read_each_hours_target_at_their_own_step(t
                     f"restart regime: the stock rule's target for 22:00 UTC (the 23:00 one is read at this series' "
                     f"step of the hour, {due:%H:%M}): "), r.reason.steps[0]
                 assert r.target == first[(key, ctr, res)].target  # the previous hour's, held
+        assert batches == ([now] if now else []), (origin, batches, now)  # the run's reads in one call
+        widest = max(widest, len(now))
     assert set(read) == set(plans) and len(set(read.values())) > 1  # every series read it, not all in one run
+    assert widest == 2  # the fixture's series read at steps 7, 8 and 10 of the hour
     for sid, ch in plans.items():  # the stock rule's target, at the factor the day's choice served it at
         y = hist.series[sid]
         assert 0.8 <= ch.stock_factor <= 1.0
