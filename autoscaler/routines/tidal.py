@@ -16,7 +16,8 @@ by run, when the registry's "vpa" decision-time model is the hour-peak model and
   the model's own request.
 - Restart: `logic/day_plan.DayPlanner`'s plan for the UTC day, decided once a day per series (the
   stock rule's hourly target when it won, re-read each hour at the series' own 5-minute step of it,
-  `slot` of the hour, the previous hour's held until then, across midnight too); the change cap applies after it. A run makes
+  `slot` of the hour, the previous hour's held until then, across midnight too; a run reads the series due
+  at its step at once, `stock_rule.stock_at`); the change cap applies after it. A run makes
   at most `vpa.day_plans_per_run` plans of a new day: a series over that keeps the request it
   was last given (no change) until a later run plans it, so a new day's plans spread over its first
   runs. A series never planned is planned at once (`forecast_budget` already spreads those). Each
