@@ -8,6 +8,9 @@ sorted once (a stable sort, so ties stay in time order, as within each window); 
 then the sorted samples it holds, the others weighted 0 — adding 0.0 leaves a running sum unchanged,
 so each row's cumulative weights are the per-call ones, summed in the same order, and the same
 sample is picked. The weights come from a table per lag when the timestamps sit on a common grid.
+
+`stock_at` is the other way round: many series at one time (serve's hourly reads), each series' window a
+row of one array, by the same stable sort and running sums.
 """
 from __future__ import annotations
 
@@ -104,7 +107,7 @@ def stock_at(series: Mapping[str, pd.Series], t: int, half_life_hours: float = 2
              margin: float = 0.15) -> dict[str, float]:
     """`stock_targets(y, [t])` of many series at one time `t` (int64 ns, UTC), to the bit: series whose
     8-day windows hold the same timestamps are sorted, weighted and summed as the rows of one array (serve's
-    restart regime reads ~1,000 series' targets a run, ~0.5 ms each one at a time). A series off a sorted
+    restart regime reads ~1,000 series' targets a run, 0.5-0.8 ms each one at a time). A series off a sorted
     index, or whose window no other one shares, is read alone."""
     window = WINDOW.value
     out: dict[str, float] = {}

@@ -233,7 +233,7 @@ class TidalRun:
 
     def _stock_read(self, sid: str, y: pd.Series) -> float:
         """This hour's stock target of `sid`. The run's first read reads every series due one at once
-        (`stock_at`: ~1,000 a run at 10,000 workloads, a third of the cost one at a time); a series whose
+        (`stock_at`: ~1,000 a run at 10,000 workloads, under a quarter of the cost one at a time); a series whose
         day was chosen later in the run is read alone."""
         if self.stock_reads is None:
             series, hour = self.history.series, self.hour
