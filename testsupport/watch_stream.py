@@ -66,6 +66,9 @@ class WatchLog:
         with self.cond:
             refuse = self._refuse_next > 0
             self._refuse_next -= refuse
+            # the stream's generation before its headers go out: a client that saw it open and then
+            # asked for a drop() must see it cut (read after the headers, a drop in between was missed)
+            generation = self._generation
         if refuse:
             return _refuse(handler)
         handler.protocol_version = "HTTP/1.1"
@@ -76,7 +79,6 @@ class WatchLog:
         handler.close_connection = True
         sent = int(since or 0)
         with self.cond:
-            generation = self._generation
             if self._drop_next > 0:
                 self._drop_next -= 1
                 return  # cut: no terminating chunk
