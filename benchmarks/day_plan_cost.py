@@ -1,6 +1,7 @@
 """The restart regime's per-series costs in serve (issue 24, BENCHMARKS.md "a new day's plans"): a new UTC
 day's `DayPlanner.decide` without and with the week its series kept from the day before (`PlanMemo`), and
-the stock rule's hourly re-read (one series at a time, and every series due at once as a run reads them), as `autoscaler/routines/tidal.py` makes them (the history cut by
+the stock rule's hourly re-read (one series at a time, and every series due at once as a run reads them),
+as `autoscaler/routines/tidal.py` makes them (the history cut by
 position to its 9-day context, the run's origin 5 minutes past the hour), on the benchmark fleet's
 synthetic series (`benchmarks.fleet`). A third planner reads the memo `benchmarks.tidal_serve` hands its new
 day (`benchmarks.fleet.yesterdays_memo`, rebuilt from today's): it should cost what the kept week costs. A
@@ -82,7 +83,8 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(f"| {label} | {ms:.2f} | plan {planned}, stock rule {len(got) - planned} |")
     hour = origin.floor("h")
     ms, _ = per_series(series, lambda y, _: DayPlanner(near(y, origin), vpa, n).stock(hour))
-    rows.append(f"| the stock rule's target for the hour (read once an hour a series it serves), one at a time | {ms:.2f} | |")
+    rows.append(f"| the stock rule's target for the hour (read once an hour a series it serves), one at a time "
+                f"| {ms:.2f} | |")
     t = time.process_time()
     together = stock_at({str(k): y for k, y in enumerate(series)}, hour.value)
     ms = (time.process_time() - t) / len(series) * 1000
