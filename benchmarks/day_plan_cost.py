@@ -19,6 +19,7 @@ import argparse
 import time
 from typing import Callable, TypeVar
 
+import numpy as np
 import pandas as pd
 
 from autoscaler.logic.day_plan import DAY, DayDecision, DayPlanner, PlanMemo
@@ -82,13 +83,13 @@ def main(argv: list[str] | None = None) -> None:
         planned = sum(d.planned for d in got)
         rows.append(f"| {label} | {ms:.2f} | plan {planned}, stock rule {len(got) - planned} |")
     hour = origin.floor("h")
-    ms, _ = per_series(series, lambda y, _: DayPlanner(near(y, origin), vpa, n).stock(hour))
+    ms, alone = per_series(series, lambda y, _: DayPlanner(near(y, origin), vpa, n).stock(hour))
     rows.append(f"| the stock rule's target for the hour (read once an hour a series it serves), one at a time "
                 f"| {ms:.2f} | |")
     t = time.process_time()
     together = stock_at({str(k): y for k, y in enumerate(series)}, hour.value)
     ms = (time.process_time() - t) / len(series) * 1000
-    same = sum(together[str(k)] == DayPlanner(near(y, origin), vpa, n).stock(hour) for k, y in enumerate(series))
+    same = sum(together[str(k)] == v or (np.isnan(v) and np.isnan(together[str(k)])) for k, v in enumerate(alone))
     rows.append(f"| the same, every series due at once (`stock_at`, as a run reads them) | {ms:.2f} | "
                 f"{same} of {len(series)} equal to the bit |")
     print(f"{len(series)} series of 10 days, the first run of {today.date()}:\n")

@@ -44,9 +44,9 @@ def stock_targets(y: pd.Series, times: pd.DatetimeIndex, half_life_hours: float 
     window = int(WINDOW / pd.Timedelta(1, unit=unit))
     base = int(ts.min())
     grid = int(np.gcd.reduce(np.concatenate([ts - base, at - base, [window]])))
-    # no grid a lag table fits (its length: the times' span and the samples'): one by one
-    if grid == 0 or (int(at.max()) - base + window) // grid > 100_000 or \
-            (int(at.max()) - int(at.min()) + int(ts.max()) - base) // grid > 100_000:
+    # no grid the tables fit (the weights' length: the window; the lags': the times' span and the samples'):
+    # one by one
+    if grid == 0 or max(window, int(at.max()) - int(at.min()) + int(ts.max()) - base) // grid > 100_000:
         return np.array([_one(values[ok], ts, t, window, unit, half_life_hours, percentile) for t in at]) * (1 + margin)
     order = np.argsort(values[ok], kind="stable")
     v, ti, ai = values[ok][order], (ts[order] - base) // grid, (at - base) // grid
@@ -107,28 +107,33 @@ def stock_at(series: Mapping[str, pd.Series], t: int, half_life_hours: float = 2
              margin: float = 0.15) -> dict[str, float]:
     """`stock_targets(y, [t])` of many series at one time `t` (int64 ns, UTC), to the bit: series whose
     8-day windows hold the same timestamps are sorted, weighted and summed as the rows of one array (serve's
-    restart regime reads ~1,000 series' targets a run, 0.5-0.8 ms each one at a time). A series off a sorted
+    restart regime reads ~1,000 series' targets a run; at once a third to two thirds of the cost one at a time,
+    `python -m benchmarks.day_plan_cost`). A series off a sorted
     index, or whose window no other one shares, is read alone."""
     window = WINDOW.value
     out: dict[str, float] = {}
+
+    def alone(y: pd.Series) -> float:
+        return float(stock_targets_ns(y, np.asarray([t]), half_life_hours, percentile, margin)[0])
+
     groups: dict[tuple[int, int, int], tuple[np.ndarray, list[str], list[np.ndarray]]] = {}
     for sid, y in series.items():
         ns = epoch_ns(y.index)
         if not (ns[1:] > ns[:-1]).all():  # unsorted or repeated timestamps: the window is no slice
-            out[sid] = _alone(y, t, half_life_hours, percentile, margin)
+            out[sid] = alone(y)
             continue
         lo, hi = np.searchsorted(ns, [t - window, t])
         times = ns[lo:hi]
         key = (len(times), int(times[0]) if len(times) else 0, int(times[-1]) if len(times) else 0)
         group = groups.setdefault(key, (times, [], []))
         if not np.array_equal(group[0], times):
-            out[sid] = _alone(y, t, half_life_hours, percentile, margin)
+            out[sid] = alone(y)
             continue
         group[1].append(sid)
         group[2].append(y.to_numpy(dtype=float)[lo:hi])
     for times, sids, rows in groups.values():
         if len(sids) == 1 or not len(times):
-            out.update((sid, _alone(series[sid], t, half_life_hours, percentile, margin)) for sid in sids)
+            out.update((sid, alone(series[sid])) for sid in sids)
             continue
         ages = t - times
         grid = int(np.gcd.reduce(np.concatenate([ages, [window]])))
@@ -152,9 +157,11 @@ def _rows(values: np.ndarray, weights: np.ndarray, q: float) -> np.ndarray:
     return np.where(total > 0, v[np.arange(len(v)), pick], np.nan)  # type: ignore[no-any-return]
 
 
-def _alone(y: pd.Series, t: int, half_life_hours: float, percentile: float, margin: float) -> float:
-    """`stock_targets` at the one time `t` (ns), in the series' own timezone."""
-    at = pd.to_datetime([t], unit="ns", utc=True)
+def stock_targets_ns(y: pd.Series, times: np.ndarray, half_life_hours: float = 24.0, percentile: float = 0.9,
+                     margin: float = 0.15) -> np.ndarray:
+    """`stock_targets` at `times` given as int64 nanoseconds since the epoch (UTC), in the series' own
+    timezone (naive: UTC)."""
+    at = pd.to_datetime(np.asarray(times, dtype=np.int64), unit="ns", utc=True)
     tz = getattr(y.index, "tz", None)
-    return float(stock_targets(y, at.tz_convert(tz) if tz is not None else at.tz_localize(None),
-                               half_life_hours, percentile, margin)[0])
+    return stock_targets(y, at.tz_convert(tz) if tz is not None else at.tz_localize(None), half_life_hours,
+                         percentile, margin)

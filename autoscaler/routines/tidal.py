@@ -231,16 +231,20 @@ class TidalRun:
             return True
         return (self.origin - self.hour) // STEP >= self.slot(sid, HOUR // STEP)
 
+    def _reads_stock(self, sid: str, choice: DayChoice) -> bool:
+        """Whether a series on this day's choice reads the hour's stock target in this run: the stock rule
+        serves it, and it holds none of this hour yet and is due one (`_stock_due`)."""
+        return (choice.day == self.day and choice.values is None and self.hour not in choice.stock
+                and self._stock_due(sid, choice.stock))
+
     def _stock_read(self, sid: str, y: pd.Series) -> float:
         """This hour's stock target of `sid`. The run's first read reads every series due one at once
-        (`stock_at`: ~1,000 a run at 10,000 workloads, under a quarter of the cost one at a time); a series whose
+        (`stock_at`: ~1,000 a run at 10,000 workloads, a third to two thirds of the cost one at a time); a series whose
         day was chosen later in the run is read alone."""
         if self.stock_reads is None:
-            series, hour = self.history.series, self.hour
-            due = {k: series[k] for k, c in self.state.plans.items()
-                   if c.day == self.day and c.values is None and hour not in c.stock and k in series
-                   and self._stock_due(k, c.stock)}
-            self.stock_reads = stock_at({**due, sid: y}, hour.value)
+            series = self.history.series
+            due = {k: series[k] for k, c in self.state.plans.items() if k in series and self._reads_stock(k, c)}
+            self.stock_reads = stock_at({**due, sid: y}, self.hour.value)
         if sid not in self.stock_reads:
             self.stock_reads.update(stock_at({sid: y}, self.hour.value))
         return self.stock_reads[sid]
@@ -259,31 +263,26 @@ class TidalRun:
 
     def _day_plan(self, sid: str, y: pd.Series, budget: float) -> tuple[TidalRequest | None, str]:
         day, hour = self.day, self.hour  # once a run, not once a series
-        choice = kept = self.state.plans.get(sid)  # kept: the one before this run's, whose week a planner reads
-        built: list[DayPlanner] = []
-
-        def planner() -> DayPlanner:  # built only when deciding, once a run (most runs read a kept plan)
-            if not built:
-                near = y.iloc[position(y.index, self.origin - CONTEXT): position(y.index, self.origin)]  # sorted
-                # its last week: a new day makes one plan (and one day of stock targets where they were not read)
-                carried = None if kept is None else kept.week(day)
-                built.append(DayPlanner(near, self.settings, self.settings.max_changes_per_day, carried=carried))
-            return built[0]
-
-        if choice is None or choice.day != day:
+        choice = self.state.plans.get(sid)
+        if choice is None or choice.day != day:  # a planner only on a new day (most runs read a kept plan)
             cap = self.settings.day_plans_per_run
             if choice is not None and choice.last is not None and self.made >= cap:  # a later run plans it
                 return TidalRequest(choice.last, "day_plan", None, (
                     f"restart regime: the day plan for {day.date()} waits for a later run ({self.made} plans made "
                     f"this run, vpa.day_plans_per_run {cap}): the request of {choice.day.date()} holds "
                     f"({choice.why})")), ""
-            d = planner().decide(day, budget, stock_today=False)
+            near = y.iloc[position(y.index, self.origin - CONTEXT): position(y.index, self.origin)]  # sorted
+            # the week kept by yesterday's choice: a new day makes one plan (and one day of stock targets where
+            # they were not read)
+            planner = DayPlanner(near, self.settings, self.settings.max_changes_per_day,
+                                 carried=None if choice is None else choice.week(day))
+            d = planner.decide(day, budget, stock_today=False)
             self.made += 1
             # the stock rule again: the hour it read last (23:00) holds until the series' step of the new hour
             held = {} if choice is None or d.planned else choice.stock
             choice = self.state.plans[sid] = DayChoice(day, d.values if d.planned else None, d.why, stock=held,
-                                                       memo=planner().memo(day), stock_factor=d.stock_factor)
-        if choice.values is None and hour not in choice.stock and self._stock_due(sid, choice.stock):
+                                                       memo=planner.memo(day), stock_factor=d.stock_factor)
+        if self._reads_stock(sid, choice):
             choice.hourly[hour.hour] = target = self._stock_read(sid, y)
             choice.stock = {hour: target * choice.stock_factor}
         if choice.values is None:

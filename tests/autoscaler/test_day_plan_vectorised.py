@@ -130,6 +130,13 @@ def test_the_stock_rule_over_many_hours_is_the_rule_at_each(seed, jitter):
     np.testing.assert_array_equal(stock_targets(short, times[20:40]), [stock_one(short, t) for t in times[20:40]])
 
 
+def test_the_stock_rule_at_a_time_long_before_the_samples_is_nan_without_a_table_that_long():
+    """Off any common grid (milliseconds apart) and asked for a time 270 days before the first sample: the
+    lag table would span 270 days in milliseconds (gigabytes); the rule goes one time at a time instead."""
+    y = synthetic(3, days=9, jitter=True)
+    assert np.isnan(stock_targets(y, pd.DatetimeIndex([y.index[0] - pd.Timedelta("270D")]))).all()
+
+
 def test_the_stock_rule_of_many_series_at_once_is_each_ones():
     """`stock_at` (serve's hourly reads of a run, batched) gives each series' `stock_targets` at that time to
     the bit: on a shared grid with missing samples, ties and gaps; a short series; a microsecond index; and
