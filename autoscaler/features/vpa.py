@@ -4,7 +4,9 @@ by the change policy, and its status written (and, opted in, a Katalyst Resource
 Each decision carries the VPA's violation budget (`logic/budget.py`) and the achieved rate of the
 last 24 h against the request in force (/metrics). When the CPU request changes and a selected HPA
 scales the workload on CPU utilisation, its target is rewritten with it to keep the scale point
-(`logic/vpa_hpa.py`), both or neither (`routines/changes.py`), or the CPU request is held."""
+(`logic/vpa_hpa.py`), both or neither (`routines/changes.py`), or the CPU request is held. A VPA whose
+updateMode is Initial or Off gets a request meant for a pod's whole life (`logic/regime.py`), over the
+life its workload's pods are seen to live (`logic/pod_life.py`)."""
 from __future__ import annotations
 
 import logging
@@ -17,11 +19,13 @@ from autoscaler.features.base import DECIDE, ForecastNeed
 from autoscaler.logic.budget import budget_for, violation_rate
 from autoscaler.logic.choice_by_cost import CostLedger
 from autoscaler.logic.decide_vpa import VpaInputs, decide_vpa
+from autoscaler.logic.pod_life import PodLives
+from autoscaler.logic.regime import OFF
 from autoscaler.logic.vpa import pod_peaks_range
 from autoscaler.model.cluster import ClusterState, meta
 from autoscaler.model.decisions import VpaDecision
 from autoscaler.logic.vpa_hpa import plan_scale_point
-from autoscaler.model.views import (HpaView, VpaView, WorkloadKey, WorkloadSeries, last_oom_kills,
+from autoscaler.model.views import (HpaView, PodView, VpaView, WorkloadKey, WorkloadSeries, last_oom_kills,
                                    requests_in_force)
 from autoscaler.output.objects import Change, hpa_target_change, resource_recommend_change, vpa_change, vpa_undo
 from autoscaler.routines.change_policy import ChangePolicy
@@ -39,6 +43,8 @@ class VpaFeature:
     def __init__(self, settings: ServeSettings, policy: ChangePolicy, step: pd.Timedelta) -> None:
         self.settings, self.policy, self.step = settings, policy, step
         self.ledger = CostLedger()  # candidates' past requests (vpa.choose_by_cost), kept between runs
+        self.lives = PodLives()  # how long each workload's pods live (updateMode Initial), kept between runs
+        self.pod_life = parse_duration(settings.vpa.pod_life, what="serve.vpa.pod_life")
         self.pairs: dict[str, Change] = {}  # this run: VPA key -> the HPA change written with it
         self.cpu_hpas: dict[WorkloadKey, tuple[HpaView, int]] = {}
         window = settings.guardrails.peaks_window
@@ -50,7 +56,8 @@ class VpaFeature:
 
     def need(self, step: pd.Timedelta) -> ForecastNeed:
         s = self.settings.vpa
-        longest = max(parse_duration(s.safe_window), parse_duration(s.window))
+        # a request kept for a pod's life (updateMode Initial, Off) covers vpa.pod_life ahead
+        longest = max(parse_duration(s.safe_window), parse_duration(s.window), self.pod_life)
         return ForecastNeed(longest, (s.quantile, s.lower_quantile))
 
     def workloads(self, state: ClusterState) -> set[WorkloadKey]:
@@ -71,10 +78,19 @@ class VpaFeature:
             wk, i = h.workload_key(), h.cpu_utilization_metric()
             if wk is not None and i is not None:
                 self.cpu_hpas.setdefault(wk, (h, i))
+        self._observe_pods(ctx)
         for vpa in ctx.state.vpas:
             key = f"VerticalPodAutoscaler/{meta(vpa).get('namespace')}/{meta(vpa).get('name')}"
             decide_one(key, rep, lambda: self._decide(VpaView(vpa), ctx), rep.vpa.append)
         return f"{len(rep.vpa)} VPA"
+
+    def _observe_pods(self, ctx: RunContext) -> None:
+        """Each served workload's pods this run, for how long its pods live (`logic/pod_life.py`)."""
+        keys = self.workloads(ctx.state)
+        for key in keys:
+            started = [PodView(p).started for p in ctx.state.pods_of(*key)]
+            self.lives.observe(key, dict(s for s in started if s is not None), ctx.now)
+        self.lives.keep(keys)
 
     def _decide(self, vpa: VpaView, ctx: RunContext) -> VpaDecision | None:
         s = self.settings.vpa
@@ -94,8 +110,9 @@ class VpaFeature:
         pods = ctx.state.pods_of(vpa.namespace, kind or "", target or "")
         forecasts = ctx.forecasts if ctx.vpa_forecasts is None else ctx.vpa_forecasts
         budget, why = budget_for(vpa.budget_annotation(), s.violation_budget)
-        d = decide_vpa(VpaInputs(vpa, wl, replicas, series, forecasts, ctx.history, ctx.now,
-                                 self.step, last_oom_kills(pods), self.ledger, budget, why, ctx.vpa_tidal), s)
+        life, life_why = self.lives.expected((vpa.namespace, kind or "", target or ""), self.pod_life, ctx.now)
+        d = decide_vpa(VpaInputs(vpa, wl, replicas, series, forecasts, ctx.history, ctx.now, self.step,
+                                 last_oom_kills(pods), self.ledger, budget, why, ctx.vpa_tidal, life, life_why), s)
         peaks = partial(self._peaks, series, replicas, ctx) if self.peaks_window is not None else None
         d = self.policy.limit(d, vpa, ctx.now, peaks)
         in_force, source = requests_in_force(wl, pods)
@@ -125,6 +142,11 @@ class VpaFeature:
         found = self.cpu_hpas.get((vpa.namespace, d.target_kind, d.target_name))
         cpu = {c.container: c.resources["cpu"] for c in d.containers if "cpu" in c.resources}
         if found is None or not cpu:
+            return
+        if all(rec.regime == OFF for rec in cpu.values()):
+            for rec in cpu.values():  # nothing is applied, so the HPA's scale point does not move
+                rec.reason.steps.append(f"HPA {found[0].name} scales on CPU utilisation: left as it is, since "
+                                        f"updateMode Off applies no request")
             return
         hpa, index = found
         published = self.policy.published(vpa)

@@ -92,17 +92,21 @@ def oom_bumped(memory_at_oom: float, settings: VpaSettings) -> float:
 
 
 def target_floor(resource: str, replicas: int, settings: VpaSettings, memory_peak: float | None = None,
-                 oom_memory: float | None = None) -> tuple[int, str]:
+                 oom_memory: float | None = None, peak_margin: float = 0.0) -> tuple[int, str]:
     """The lowest target allowed, per pod, and why: the stock minimum; for memory also the peak of
-    the last `memory_peak_window` and, after an OOM kill in it, the bumped usage at the kill."""
+    the last `memory_peak_window` (+ `peak_margin`, where memory is resized in place) and, after an OOM
+    kill in it, the bumped usage at the kill."""
     floor = settings.min_cpu_millicpu if resource == "cpu" else settings.min_memory_bytes
     why = f"raised to the minimum {floor}"
     if resource != "memory":
         return floor, why
     if memory_peak is not None and np.isfinite(memory_peak):
-        peak = usage_to_units(resource, memory_peak / replicas)
+        peak = usage_to_units(resource, memory_peak / replicas * (1.0 + peak_margin))
         if peak > floor:
             floor, why = peak, f"raised to the last {settings.memory_peak_window} peak {peak}"
+            if peak_margin:
+                why = (f"raised to the last {settings.memory_peak_window} peak +{peak_margin:.0%}, {peak} (memory is "
+                       f"resized in place: the kubelet checks usage only before it lowers a limit)")
     if oom_memory is not None and np.isfinite(oom_memory):
         bumped = usage_to_units(resource, oom_bumped(oom_memory / replicas, settings))
         if bumped > floor:
@@ -131,20 +135,24 @@ def recommend_resource(
     model_label: str | None = None,
     oom_memory: float | None = None,
     raw_total: float | None = None,
+    peak_margin: float = 0.0,
+    window_label: str | None = None,
 ) -> ResourceRecommendation:
     """One container resource's recommendation; raises NonFiniteForecast on NaN forecasts.
     `memory_peak` and `oom_memory` (usage at the last OOM kill) are workload totals, like `fc`;
     `raw_total` (workload total) replaces the forecast's window max x margin as the raw target when
-    another recommender was chosen (`choice_by_cost`): floors, bounds and caps apply to it alike."""
+    another recommender was chosen (`choice_by_cost`): floors, bounds and caps apply to it alike.
+    `peak_margin` raises the memory peak floor (in place); `window_label` names a window other than
+    `settings.window` in the reason."""
     policy = policy or ContainerPolicy()
     replicas = max(1, int(replicas))
     grow = 1.0 + settings.margin
     raw_target = (window_max(fc, settings.quantile, window_steps) * grow if raw_total is None else raw_total) / replicas
     raw_lower = window_max(fc, settings.lower_quantile, safe_steps) / replicas
     reason = Reason(model=model_label or fc.model, quantile=settings.quantile, margin=settings.margin,
-                    window=settings.window, raw=usage_to_units(resource, max(raw_target, 0.0)))
+                    window=window_label or settings.window, raw=usage_to_units(resource, max(raw_target, 0.0)))
     target = reason.raw
-    floor, why = target_floor(resource, replicas, settings, memory_peak, oom_memory)
+    floor, why = target_floor(resource, replicas, settings, memory_peak, oom_memory, peak_margin)
     if target < floor:
         reason.steps.append(why)
         target = floor

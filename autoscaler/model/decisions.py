@@ -36,7 +36,7 @@ class ResourceRecommendation:
     uncapped: int  # target before the VPA's minAllowed/maxAllowed
     reason: Reason
     floor: int = 0  # the lowest target allowed (stock minimum, memory peak of the last day)
-    regime: str = "restart"  # how a change reaches the pod: "in-place" or "restart" (logic/regime.py)
+    regime: str = "restart"  # how a change reaches the pod: in-place, restart, at-creation or off (logic/regime.py)
     after_oom: bool = False  # an OOM kill inside the memory window raised it (may pass the restart limit)
     budget: float = 0.05  # the violation budget in force (share of 5-minute steps over the request)
     # achieved: share of the last 24 h's steps with usage per replica over the request in force (None: unknown)

@@ -203,6 +203,21 @@ class PodView(ObjectView):
     def priority_class(self) -> str:
         return str(self.spec.get("priorityClassName", ""))
 
+    @property
+    def started(self) -> tuple[str, pd.Timestamp] | None:
+        """(metadata.uid, metadata.creationTimestamp) in UTC; None when either is missing or unreadable."""
+        m = meta(self.obj)
+        uid, created = m.get("uid"), m.get("creationTimestamp")
+        if not isinstance(uid, str) or not uid or not isinstance(created, str):
+            return None
+        try:
+            at = pd.Timestamp(created)
+        except ValueError:
+            return None
+        if pd.isna(at):
+            return None
+        return uid, at.tz_localize("UTC") if at.tzinfo is None else at.tz_convert("UTC")
+
     def qos(self, annotation: str) -> str:
         """The Katalyst QoS level as every component reads it (`contracts.qos.parse_qos`: padded or
         wrong-case names accepted, an unknown level `shared_cores`, `shared_cores` when absent)."""

@@ -148,6 +148,30 @@ class TidalRun:
             return self._hour_peak(sid, y, budget)
         return self._day_plan(sid, y, budget)
 
+    def for_life(self, sid: str, budget: float, life: pd.Timedelta) -> tuple[TidalRequest | None, str]:
+        """A request kept for a pod's whole life (updateMode Initial, and Off, which recommends it): the
+        restart regime's day plan at its highest hour over the next `life` (the plan of a day stands for
+        the next: a life of a day or more reads all of it), or, on a day the stock rule serves, its target
+        (8 days' p90 + 15%, the stock VPA's request for a pod's life)."""
+        y = self.history.series.get(sid)
+        if y is None:
+            return None, ""
+        hourly, why_not = self._day_plan(sid, y, budget)
+        choice = self.state.plans.get(sid)
+        if hourly is None or choice is None:
+            return hourly, why_not
+        if choice.values is None:
+            return TidalRequest(hourly.value, "day_plan", None, (
+                f"the stock rule's target (8 days' p90 + 15%, made to hold for a pod's life), as the restart "
+                f"regime reads it: {hourly.why.removeprefix('restart regime: ')}")), ""
+        hours = min(24, max(1, int(np.ceil(life / HOUR))))
+        ahead = choice.values[(self.hour.hour + np.arange(hours)) % 24]
+        if not np.isfinite(ahead).any():
+            return hourly, why_not
+        value = float(np.nanmax(ahead))
+        return TidalRequest(max(value, 0.0), "day_plan", None, (
+            f"the day plan's highest hour over the next {hours} h from {self.hour:%H}:00 UTC: {choice.why}")), ""
+
     def _hour_peak(self, sid: str, y: pd.Series, budget: float) -> tuple[TidalRequest | None, str]:
         m, origin = self.model, self.origin
         name = f"hour_peak_{m.backend}"

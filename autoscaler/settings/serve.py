@@ -49,6 +49,13 @@ class VpaSettings:
     oom_bump_ratio: float = 1.2
     oom_min_bump_bytes: int = 100 * MIB
     memory_peak_window: str = "1d"  # memory is never recommended below the peak of this past window
+    # memory resized in place is never recommended below that peak + this: the kubelet checks usage only
+    # before it lowers a limit, so usage that rises in between is OOM-killed (0.15: the stock VPA's margin)
+    in_place_memory_margin: float = 0.15
+    # updateMode Initial (and Off, which recommends what Initial would set): a request is kept for a pod's
+    # whole life, so it covers the plan's highest point over this span, until serve has seen how long the
+    # workload's pods live (logic/pod_life.py). 24h: a pod created at night lives through the day's peak
+    pod_life: str = "24h"
     min_cpu_millicpu: int = 25  # stock VPA pod minimum (25m), per container here
     min_memory_bytes: int = 250 * MIB  # stock VPA pod minimum (250Mi), per container here
     min_change: float = 0.05  # a recommendation is rewritten only when some target moves by 5% or more
@@ -103,6 +110,10 @@ class VpaSettings:
         b = self.violation_budget
         if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b <= 0.5:
             raise ValueError(f"violation_budget {b!r}: a share of 5-minute steps in (0, 0.5]")
+        m = self.in_place_memory_margin
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0 <= m <= 1:
+            raise ValueError(f"in_place_memory_margin {m!r}: a share of the memory peak in [0, 1]")
+        parse_duration(self.pod_life, what="serve.vpa.pod_life")  # InputError naming the key
         for key, what in (("max_changes_per_day", "changes"), ("day_plans_per_run", "day plans a run")):
             n = getattr(self, key)
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:

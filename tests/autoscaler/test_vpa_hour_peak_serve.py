@@ -445,3 +445,35 @@ def test_a_day_whose_hours_the_stock_rule_read_is_not_worked_out_again_at_midnig
         y = hist.series[sid]
         whole = DayPlanner(y, every_hour.settings.vpa, 3).stock_day(day)
         assert np.array_equal(ch.memo.stock[-2], whole) and ch.memo.has[-2, 1]  # kept for the day after
+
+
+def test_initial_vpas_serve_the_day_plans_highest_hour_over_a_pods_life(tidal):
+    """updateMode Initial: a request is kept for a pod's life, so each series serves the highest hour of
+    its day plan over the next 24 h (or the stock rule's target, made for a pod's life), never less than
+    what the restart regime gives the hour."""
+    from contracts.quantity import usage_to_units
+
+    c, hist, reg = tidal
+    restart, _ = loop_on(regimed(cluster_objects(c), "Recreate"), hist.window(None, END - HOUR - STEP), reg)
+    hourly = recs(restart.run_once())
+    loop, _ = loop_on(regimed(cluster_objects(c), "Initial"), hist.window(None, END - HOUR - STEP), reg)
+    rep = loop.run_once()
+    planned = stock = 0
+    for key, r in recs(rep).items():
+        d = next(d for d in rep.vpa if d.key == key[0])
+        sid = f"{d.namespace}/{d.target_kind}/{d.target_name}/{key[1]}/{key[2]}"
+        choice = loop.decision_time.tidal.plans[sid]
+        assert r.reason.model == "day_plan" and any("regime at-creation" in s for s in r.reason.steps)
+        if choice.values is None:
+            stock += 1
+            assert r.reason.steps[0].startswith("the stock rule's target (8 days' p90 + 15%, made to hold for a "
+                                                "pod's life), as the restart regime reads it: the stock rule's "
+                                                "target for 22:00 UTC"), r.reason.steps[0]
+            assert r.reason.raw == hourly[key].reason.raw
+        else:
+            planned += 1
+            assert r.reason.steps[0].startswith("the day plan's highest hour over the next 24 h from 22:00 UTC")
+            assert r.reason.raw == usage_to_units(key[2], float(np.nanmax(choice.values)) / d.replicas)
+            assert r.reason.raw > hourly[key].reason.raw  # 22:00 is not the day's highest hour
+        assert r.reason.raw >= hourly[key].reason.raw
+    assert planned + stock == len(hourly)
