@@ -57,7 +57,7 @@ def figure(reports: Mapping[str, Mapping[str, Any]], path: str) -> None:
     plt.rcParams["svg.fonttype"] = "none"  # text as text, not glyph paths: a third of the size
     policies = next(iter(reports.values()))["policies"]
     runs = {label: rep["policies"] for label, rep in reports.items()}
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
+    fig, (left, right) = plt.subplots(2, 1, figsize=(9, 9))  # stacked: each legend sits beside its panel
     plot_tradeoff(left, scorer_curves("vpa", policies, runs), "VPA: slack against violation (lower-left is better)")
     plot_tradeoff(right, scorer_curves("hpa", policies, runs), "HPA: over-target share against replicas (lower-left is better)")
     right.set_ylim(0, None)

@@ -129,6 +129,28 @@ def format_bytes(n: int) -> str:
     return str(n)
 
 
+def readable_units(resource: str, units: float) -> str:
+    """Units (millicpu for cpu, bytes for the rest) for a reader, to 3 significant figures: 850 ->
+    `850m`, 1141 -> `1.14 cores`, 1787859657 -> `1.67 GiB` (the exact quantity is `format_units`)."""
+    if not math.isfinite(units):
+        return str(units)
+    if resource == "cpu":
+        milli = _three(units)
+        return f"{milli}m" if abs(float(milli.replace(",", ""))) < 1000 else f"{_three(units / 1000)} cores"
+    for suffix, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(units) >= size:
+            return f"{_three(units / size)} {suffix}"
+    return f"{_three(units)} B"
+
+
+def _three(v: float) -> str:
+    """3 significant figures, never in exponent form: 1.666 -> 1.67, 1234.5 -> 1235 -> `1,230`."""
+    if v == 0:
+        return "0"
+    rounded = round(v, 2 - math.floor(math.log10(abs(v))))
+    return f"{rounded:,.{max(0, 2 - math.floor(math.log10(abs(rounded))))}f}"
+
+
 def to_units(resource: str, value: str | int | float) -> int:
     """Quantity -> the integer unit Tidewise decides in: millicpu for cpu, bytes for the rest."""
     return to_millicpu(value) if resource == "cpu" else to_bytes(value)

@@ -17,7 +17,8 @@ import pandas as pd
 from contracts.atomic import write_text_atomic
 from predictor.history import History
 from predictor.types import Forecast
-from reports.pages import PAGE_END, UNITS, figure, figure_png, legend, page_start, plot_blocks, pyplot, unit_axis
+from reports.pages import (PAGE_END, UNITS, figure, figure_png, legend, page_start, plot_blocks, pyplot, time_axis,
+                           unit_axis)
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,8 @@ def plot_series(key: str, y: pd.Series | None, fc: Forecast | None, profile: dic
 
 
 def series_figure(key: str, y: pd.Series | None, fc: Forecast | None, profile: dict[str, Any] | None = None) -> Any:
-    """The matplotlib figure of `plot_series`, the y axis in the series' unit (cores, GiB)."""
+    """The matplotlib figure of `plot_series`, the y axis in the series' unit (cores, GiB), the x
+    axis in UTC with the time of day, the legend beside the plot (not over the weekday peaks)."""
     fig, ax = figure(2.6)
     try:
         shown_index: list[pd.Timestamp] = []
@@ -96,12 +98,12 @@ def series_figure(key: str, y: pd.Series | None, fc: Forecast | None, profile: d
             span_index = pd.DatetimeIndex(sorted(shown_index))
             for i, (a, b) in enumerate(_peak_span(profile.get("peak_window"), span_index)):
                 ax.axvspan(a, b, color="#f5a623", alpha=0.15, lw=0, label="peak window" if i == 0 else None)
-        ax.set_title(key, fontsize=9, loc="left")
+        ax.set_title(key, fontsize=10, loc="left")
         resource = key.rsplit("/", 1)[-1]
         unit_axis(ax, UNITS.get(resource, "value"), resource if resource in UNITS else "")
-        ax.tick_params(labelsize=7)
+        time_axis(ax)
         ax.grid(alpha=0.3)
-        legend(ax, loc="upper left", ncol=4)
+        legend(ax)
         return fig
     except BaseException:
         pyplot().close(fig)

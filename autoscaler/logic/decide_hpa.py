@@ -20,6 +20,7 @@ from autoscaler.logic.vpa import quantile_column
 from autoscaler.model.decisions import HpaDecision, Reason
 from autoscaler.model.views import ANNOTATION_USER_MIN, HpaView, MalformedHpa, WorkloadSeries
 from autoscaler.settings import HpaSettings
+from contracts.quantity import readable_units
 from predictor.durations import parse_duration
 from predictor.history import History
 from predictor.timestamps import epoch_ns
@@ -132,7 +133,8 @@ def decide_hpa(inp: HpaInputs, settings: HpaSettings, stabilizer: Stabilizer) ->
         reason.steps.append(f"forecast x{ratio:.2f}: the last {s.level_steps} steps' observed / forecast")
     if factor is not None:
         reason.steps.append(f"median x{factor:.2f}: q{s.quantile:g} of its last {len(stabilizer.band.errors)} steps' errors")
-    reason.steps.append(f"per replica {tgt.per_replica_units:g} ({tgt.describe}) x (1 + {s.floor_tolerance:g} tolerance)")
+    reason.steps.append(f"per replica {readable_units(tgt.resource, tgt.per_replica_units)} ({tgt.describe}) x "
+                        f"(1 + {s.floor_tolerance:g} tolerance)")
     if steady != wish:
         reason.steps.append(f"scale-down stabilised over {s.stabilization}: {steady}")
     final = max(steady, user_min)

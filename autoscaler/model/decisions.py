@@ -5,7 +5,9 @@ Units are exact integers: millicpu for cpu, bytes for memory; replica counts are
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
+
+from contracts.quantity import readable_units
 
 
 @dataclass
@@ -19,8 +21,9 @@ class Reason:
     raw: int  # the value before floors, policy and guardrails, in units
     steps: list[str] = field(default_factory=list)  # each floor/cap/guardrail that moved the number
 
-    def summary(self) -> str:
-        text = f"q{self.quantile:g} of {self.model} over {self.window} +{self.margin:.0%} = {self.raw}"
+    def summary(self, unit: Callable[[int], str] = str) -> str:
+        """The reason as one line; `unit` writes the raw value (a VPA's: with its unit, `1.67 GiB`)."""
+        text = f"q{self.quantile:g} of {self.model} over {self.window} +{self.margin:.0%} = {unit(self.raw)}"
         return text + (f"; {'; '.join(self.steps)}" if self.steps else "")
 
     def to_dict(self) -> dict[str, Any]:
@@ -41,6 +44,10 @@ class ResourceRecommendation:
     budget: float = 0.05  # the violation budget in force (share of 5-minute steps over the request)
     # achieved: share of the last 24 h's steps with usage per replica over the request in force (None: unknown)
     violation_rate: float | None = None
+
+    def reason_text(self) -> str:
+        """The reason as one line, its raw value in a reader's unit (cores or m, GiB or MiB)."""
+        return self.reason.summary(lambda raw: readable_units(self.resource, raw))
 
 
 @dataclass
@@ -63,7 +70,7 @@ class VpaDecision:
         return f"VerticalPodAutoscaler/{self.namespace}/{self.name}"
 
     def reasons(self) -> dict[str, dict[str, str]]:
-        return {c.container: {r: rec.reason.summary() for r, rec in c.resources.items()} for c in self.containers}
+        return {c.container: {r: rec.reason_text() for r, rec in c.resources.items()} for c in self.containers}
 
 
 @dataclass

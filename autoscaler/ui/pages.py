@@ -133,7 +133,8 @@ def workload(snap: Snapshot, key: str, refresh: int) -> str | None:
                         + cell(r["resource"], r["request"], "request", True)
                         + cell(r["resource"], r["target"], "target", True)
                         + f'<td class="bounds num" title="{e(r["lower_text"])} – {e(r["upper_text"])}">'
-                        f'{e(amount(r["resource"], r["lower"]))} – {e(amount(r["resource"], r["upper"]))}</td>'
+                        f'{e(amount(r["resource"], r["lower"]))} – {e(amount(r["resource"], r["upper"]))} '
+                        f'{e(UNIT.get(r["resource"], ""))}</td>'
                         f'<td class="regime">{e(r["regime"])}</td><td class="regime-why">{e(r["regime_why"])}</td>'
                         f'<td class="reason">{e(r["reason"])}</td></tr>')
             ch = chart(snap.charts, key, c["container"], r["resource"], w["replicas"], r["request"], r["target"]) \

@@ -83,7 +83,7 @@ def _resource(res: str, rec: ResourceRecommendation, request: int | None) -> dic
             "target": rec.target, "target_text": format_units(res, rec.target),
             "lower": rec.lower, "upper": rec.upper, "lower_text": format_units(res, rec.lower),
             "upper_text": format_units(res, rec.upper), "regime": rec.regime, "regime_why": _regime_why(rec),
-            "reason": rec.reason.summary()}
+            "reason": rec.reason_text()}
 
 
 UNIT = {"cpu": "cores", "memory": "GiB"}  # what the page shows each resource in

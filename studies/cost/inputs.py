@@ -145,3 +145,29 @@ def read_results(path: str, flag: str, needs: tuple[str, ...]) -> dict[str, Any]
                 raise InputError(f"{flag} {path}: policies.{label}.{key} is {v!r}; each policy needs {', '.join(needs)} "
                                  "as numbers >= 0 (re-run the simulator)")
     return doc
+
+
+def simulated_hours(results_path: str) -> float | None:
+    """The hours a simulator's results cover: its `settings.days` x 24, read from the details.json
+    it writes beside results.json (the results contract names no span); None when that file is
+    absent or names no days (the lever is then priced but given no rate per day)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(results_path)), "details.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    days = doc.get("settings", {}).get("days") if isinstance(doc, dict) and isinstance(doc.get("settings"), dict) \
+        else None
+    if isinstance(days, bool) or not isinstance(days, (int, float)) or not math.isfinite(days) or days <= 0:
+        return None
+    return float(days) * 24.0
+
+
+def span_hours(series: HourlySeries) -> float | None:
+    """The hours from the first hour any series covers to the end of the last one (None: no hours)."""
+    starts = [s.index.min() for s in series.by_id.values() if len(s)]
+    ends = [s.index.max() for s in series.by_id.values() if len(s)]
+    if not starts:
+        return None
+    return float((max(ends) + HOUR - min(starts)) / HOUR)

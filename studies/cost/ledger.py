@@ -17,6 +17,7 @@ from studies.cost.inputs import HourlySeries
 from studies.cost.prices import Prices
 
 DEFAULT_POLICY = "tidewise"  # the simulators' label of Tidewise at its default setting
+MONTH_HOURS = 730.0  # a month as cloud bills count it: 8,760 h a year / 12
 NAMESPACE_COLUMNS = ("namespace", "series", "used_core_hours", "used_gib_hours", "used_cost",
                      "requested_core_hours", "requested_gib_hours", "requested_cost", "idle_cost",
                      "vpa_before_cost", "vpa_used_cost", "vpa_tidewise_cost", "vpa_saved")
@@ -24,17 +25,37 @@ NAMESPACE_COLUMNS = ("namespace", "series", "used_core_hours", "used_gib_hours",
 
 @dataclass
 class Lever:
-    """One way Tidewise saves: its headline amount (None: not measured), how it was measured or why
-    not, and its detail rows (per namespace or per simulated policy)."""
+    """One way Tidewise saves: its headline amount (None: not measured) over the `hours` its input
+    covers (a replay's window, a simulation's days; None: unknown), how it was measured or why not,
+    and its detail rows (per namespace or per simulated policy). Levers are compared and added per
+    day and per month, never as totals over different spans."""
 
     name: str
     saved: float | None
     reason: str
     rows: list[dict[str, Any]] = field(default_factory=list)
+    hours: float | None = None
 
     @property
     def measured(self) -> bool:
         return self.saved is not None
+
+    @property
+    def per_day(self) -> float | None:
+        """The saving per 24 h of its input's span (None: not measured, or the span is unknown)."""
+        if self.saved is None or not self.hours:
+            return None
+        return self.saved / self.hours * 24.0
+
+    @property
+    def per_month(self) -> float | None:
+        return None if self.per_day is None else self.per_day / 24.0 * MONTH_HOURS
+
+
+def total_per_day(levers: list[Lever]) -> float | None:
+    """The levers' savings added per day (those with a rate; None when none has one)."""
+    rates = [lv.per_day for lv in levers if lv.per_day is not None]
+    return sum(rates) if rates else None
 
 
 def _resource(sid: str) -> str:
@@ -138,9 +159,10 @@ def _headline(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return next((r for r in rows if r["policy"] == DEFAULT_POLICY), max(rows, key=lambda r: r["value"]))
 
 
-def reclaimed_lever(prices: Prices, results: dict | None, why_not: str) -> Lever:
+def reclaimed_lever(prices: Prices, results: dict | None, why_not: str, hours: float | None = None) -> Lever:
     """Colocation: batch's useful core-hours on reclaimed capacity (goodput: evicted work is worth
-    nothing) at the off-peak cpu price; the headline is Tidewise's default setting."""
+    nothing) at the off-peak cpu price, over the `hours` simulated; the headline is Tidewise's
+    default setting."""
     name = "reclaimed cores (colocation)"
     if results is None:
         return Lever(name, None, why_not)
@@ -150,12 +172,18 @@ def reclaimed_lever(prices: Prices, results: dict | None, why_not: str) -> Lever
             for label, m in results["policies"].items()]
     top = _headline(rows)
     return Lever(name, top["value"], f"{top['policy']}: {top['goodput_core_hours']:.1f} goodput core-hours x "
-                                     f"{prices.cpu_offpeak:g} off-peak (cpu only: the simulator lends no memory)",
-                 rows)
+                                     f"{prices.cpu_offpeak:g} off-peak (cpu only: the simulator lends no memory)"
+                                     + _over(hours), rows, hours)
 
 
-def lent_lever(prices: Prices, results: dict | None, why_not: str, node: tuple[float, float] | None) -> Lever:
-    """Tide: node-hours lent to batch x the node's cores and GiB, at the off-peak prices."""
+def _over(hours: float | None) -> str:
+    return f", over {hours:g} simulated h" if hours else ", over a span the results do not name (no details.json)"
+
+
+def lent_lever(prices: Prices, results: dict | None, why_not: str, node: tuple[float, float] | None,
+               hours: float | None = None) -> Lever:
+    """Tide: node-hours lent to batch x the node's cores and GiB, at the off-peak prices, over the
+    `hours` simulated."""
     name = "lent nodes (tide)"
     if results is None:
         return Lever(name, None, why_not)
@@ -170,4 +198,4 @@ def lent_lever(prices: Prices, results: dict | None, why_not: str, node: tuple[f
     top = _headline(rows)
     return Lever(name, top["value"], f"{top['policy']}: {top['node_hours_lent']:.1f} node-hours x "
                                      f"({cores:g} cores x {prices.cpu_offpeak:g} + {gib:g} GiB x "
-                                     f"{prices.memory_offpeak:g}) off-peak", rows)
+                                     f"{prices.memory_offpeak:g}) off-peak" + _over(hours), rows, hours)

@@ -13,11 +13,12 @@ import numpy as np
 import pandas as pd
 
 from contracts.atomic import write_text_atomic
-from studies.cost.ledger import NAMESPACE_COLUMNS
+from studies.cost.ledger import MONTH_HOURS, NAMESPACE_COLUMNS, total_per_day
 from studies.cost.report import CostReport
-from reports.pages import PAGE_END, figure, figure_png, image, legend, page_start, table
+from reports.pages import PAGE_END, figure, figure_png, fmt_money, image, legend, page_start, significant, table, time_axis
 
 NOT_MEASURED = "not measured"
+NO_RATE = "span unknown"
 HOURLY_LABELS = {"requested": "requested", "used": "used", "vpa_before": "requests before Tidewise (replayed series)",
                  "vpa_tidewise": "Tidewise's requests (replayed series)"}
 
@@ -29,13 +30,37 @@ def sibling_paths(out: str) -> dict[str, str]:
 
 
 def _money(v: Any) -> str:
-    return NOT_MEASURED if v is None else f"{v:,.2f}"
+    return v if isinstance(v, str) else fmt_money(v)
 
 
 def _cell(v: Any) -> str:
+    """Numbers to 3 significant figures (money and core-hours alike: what a reader compares)."""
     if v is None:
         return f'<span class="meta">{NOT_MEASURED}</span>'
-    return html.escape(f"{v:,.2f}" if isinstance(v, float) else str(v))
+    return html.escape(significant(v) if isinstance(v, float) else str(v))
+
+
+def _rate(lv: Any, per: str) -> str | float | None:
+    """A lever's saving per day or per month; text saying why when it has none."""
+    value = lv.per_day if per == "day" else lv.per_month
+    if value is None and lv.saved is not None:
+        return NO_RATE
+    return value
+
+
+def lever_rows(report: CostReport) -> list[dict[str, Any]]:
+    """The levers' table: each saving over its own span and, to compare and add them, per day and
+    per month (30.4 days); a last row adds the rates."""
+    cur = report.prices.currency
+    rows = [{"lever": lv.name, f"per day ({cur})": _rate(lv, "day"), f"per month ({cur})": _rate(lv, "month"),
+             f"saved ({cur})": lv.saved, "over": f"{lv.hours:g} h" if lv.hours else "–",
+             "how (or why not)": lv.reason} for lv in report.levers]
+    total = total_per_day(report.levers)
+    if total is not None:
+        rows.append({"lever": "all levers with a rate", f"per day ({cur})": total,
+                     f"per month ({cur})": total / 24.0 * MONTH_HOURS, f"saved ({cur})": "–", "over": "–",
+                     "how (or why not)": "the rates per day added (never totals over different spans)"})
+    return rows
 
 
 # the namespace chart's bars: (label, column), over the replay's window when a replay was priced
@@ -67,9 +92,9 @@ def namespace_plot(report: CostReport) -> str | None:
     x, width = np.arange(len(names)), 0.8 / len(values)
     for i, (label, v) in enumerate(values.items()):
         ax.bar(x + i * width, [np.nan if c is None else c for c in v], width, label=label)
-    ax.set_xticks(x + width * (len(values) - 1) / 2, names, fontsize=7, rotation=20)
-    ax.set_ylabel(report.prices.currency, fontsize=8)
-    ax.set_title(f"cost per namespace: {period}", fontsize=9)
+    ax.set_xticks(x + width * (len(values) - 1) / 2, names, rotation=20)
+    ax.set_ylabel(report.prices.currency)
+    ax.set_title(f"cost per namespace: {period}", fontsize=10)
     legend(ax)
     return figure_png(fig)
 
@@ -88,32 +113,36 @@ def hourly_plot(report: CostReport) -> str | None:
     for col in h.columns:
         values = h[col].to_numpy(dtype=float)
         ax.step(edges, np.append(values, values[-1]), where="post", label=HOURLY_LABELS.get(col, col))
-    ax.set_ylabel(f"{report.prices.currency} per hour", fontsize=8)
-    ax.set_title("cost per hour across the cluster (peak hours shaded)", fontsize=9)
-    legend(ax, loc="upper left")
-    fig.autofmt_xdate()
+    ax.set_ylabel(f"{report.prices.currency} per hour")
+    ax.set_title("cost per hour across the cluster (peak hours shaded)", fontsize=10)
+    time_axis(ax, report.prices.timezone)
+    legend(ax)
     return figure_png(fig)
 
 
 def lever_plot(report: CostReport) -> str | None:
-    """What each measured lever saved (levers not measured are named in the table, not drawn as 0)."""
-    measured = [lv for lv in report.levers if lv.saved is not None]
-    if not measured:
+    """What each lever saves per day, each from the span of its own input (levers not measured,
+    or whose span is unknown, are named in the table, not drawn as 0); per month beside each bar."""
+    rated = [lv for lv in report.levers if lv.per_day is not None]
+    if not rated:
         return None
-    fig, ax = figure(2.6)
-    ax.barh([lv.name for lv in measured], [lv.saved for lv in measured], color="#1a7f37")
-    ax.set_xlabel(f"saved ({report.prices.currency})", fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.set_title("what each lever saved", fontsize=9)
+    cur = report.prices.currency
+    fig, ax = figure(0.9 + 0.5 * len(rated))
+    bars = ax.barh([lv.name for lv in rated], [lv.per_day for lv in rated], color="#1a7f37")
+    ax.bar_label(bars, [f" {fmt_money(lv.per_day)} a day, {fmt_money(lv.per_month)} a month" for lv in rated])
+    ax.set_xlim(0, max(0.0, *(lv.per_day or 0.0 for lv in rated)) * 1.6 or 1.0)  # room for the labels
+    ax.set_xlabel(f"saved per day ({cur})")
+    ax.set_title("what each lever saves per day (and per month of 730 h)", fontsize=10)
     return figure_png(fig)
 
 
 def render(report: CostReport) -> str:
     meta = "; ".join([report.prices.describe(), *(f"{k}: {v}" for k, v in report.windows.items())])
     parts = page_start("Tidewise: what it saved, priced as a market", meta)
-    levers = [{"lever": lv.name, "saved": lv.saved, "how (or why not)": lv.reason} for lv in report.levers]
-    parts += ["<h2>Levers</h2>", table(levers, _cell)]
-    plots = [("what each lever saved", lever_plot(report)), ("cost per namespace", namespace_plot(report)),
+    parts += ["<h2>Levers</h2>", '<p class="meta">Each lever is measured over its own input (a replay\'s '
+              "window, a simulation's days); it is compared and added per day and per month, never as totals over "
+              "different spans.</p>", table(lever_rows(report), _cell)]
+    plots = [("what each lever saves per day", lever_plot(report)), ("cost per namespace", namespace_plot(report)),
              ("cost per hour", hourly_plot(report))]
     parts += [image(png, alt) for alt, png in plots if png is not None]
     parts += ["<h2>Per namespace</h2>", table(report.namespaces, _cell)]
@@ -147,8 +176,12 @@ def summary_lines(report: CostReport) -> list[str]:
     """The table the command prints: each lever, then each namespace's requested and used cost."""
     cur = report.prices.currency
     lines = [f"{k}: {v}" for k, v in report.windows.items()]
-    lines.append(f"{'lever':32s} {'saved ' + cur:>14s}  how (or why not)")
-    lines += [f"{lv.name:32s} {_money(lv.saved):>14s}  {lv.reason}" for lv in report.levers]
+    lines.append(f"{'lever':32s} {cur + ' a day':>14s} {cur + ' a month':>14s} {'saved ' + cur:>14s}  how (or why not)")
+    lines += [f"{lv.name:32s} {_money(_rate(lv, 'day')):>14s} {_money(_rate(lv, 'month')):>14s} "
+              f"{_money(lv.saved):>14s}  {lv.reason}" for lv in report.levers]
+    total = total_per_day(report.levers)
+    if total is not None:
+        lines.append(f"{'all levers with a rate':32s} {_money(total):>14s} {_money(total / 24.0 * MONTH_HOURS):>14s}")
     if report.namespaces:
         lines.append(f"{'namespace':32s} {'requested':>14s} {'used':>14s} {'idle':>14s} {'VPA saved':>14s}")
         lines += [f"{r['namespace']:32s} {_money(r['requested_cost']):>14s} {_money(r['used_cost']):>14s} "

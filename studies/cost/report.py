@@ -9,9 +9,10 @@ import pandas as pd
 
 from autoscaler.input.cluster import load_cluster_state
 from predictor.types import SeriesKey
-from studies.cost.inputs import HOUR, HourlySeries, read_results, read_usage, read_vpa_replay, requests_of
+from studies.cost.inputs import (HOUR, HourlySeries, read_results, read_usage, read_vpa_replay, requests_of,
+                                 simulated_hours, span_hours)
 from studies.cost.ledger import (Lever, Namespaces, hourly_costs, lent_lever, namespace_rows, price_usage, price_vpa,
-                                 reclaimed_lever)
+                                 reclaimed_lever, total_per_day)
 from studies.cost.prices import Prices
 
 COLOCATION_NEEDS = ("batch_core_hours", "goodput_core_hours")
@@ -43,8 +44,10 @@ class CostReport:
         p = self.prices
         return {"prices": {"currency": p.currency, "description": p.describe()},
                 "namespaces": self.namespaces,
-                "levers": [{"lever": lv.name, "measured": lv.measured, "saved": lv.saved, "reason": lv.reason,
+                "levers": [{"lever": lv.name, "measured": lv.measured, "saved": lv.saved, "hours": lv.hours,
+                            "saved_per_day": lv.per_day, "saved_per_month": lv.per_month, "reason": lv.reason,
                             "rows": lv.rows} for lv in self.levers],
+                "total_saved_per_day": total_per_day(self.levers),
                 "windows": self.windows, "notes": self.notes}
 
 
@@ -70,9 +73,10 @@ def _vpa_lever(ns: Namespaces, requests: dict[str, float] | None, priced: int, v
     rows = namespace_rows(ns, {})
     detail = [{"namespace": r["namespace"], "before": r["vpa_before_cost"], "tidewise": r["vpa_tidewise_cost"],
                "saved": r["vpa_saved"]} for r in rows if r["vpa_saved"] is not None]
+    hours = span_hours(vpa)
     return Lever(name, sum(r["saved"] for r in detail),
                  f"{priced} series: request before x hours against Tidewise's hourly recommendation, "
-                 "each hour at its price", detail)
+                 f"each hour at its price, over the replay's {hours or 0:g} h", detail, hours)
 
 
 def window(series: HourlySeries) -> str:
@@ -105,9 +109,10 @@ def build_report(prices: Prices, inputs: CostInputs) -> CostReport:
     notes = [f"{sid}: left out ({why})" for src in (usage, vpa) if src for sid, why in src.left_out.items()]
     notes += [f"{sid}: no request ({why})" for sid, why in missing.items()]
     levers = [_vpa_lever(ns, requests, priced, vpa),
-              reclaimed_lever(prices, coloc, "no --colocation (the results.json of `tidewise simulate colocation`)"),
+              reclaimed_lever(prices, coloc, "no --colocation (the results.json of `tidewise simulate colocation`)",
+                              simulated_hours(inputs.colocation) if inputs.colocation else None),
               lent_lever(prices, tide, "no --tide (the results.json of `tidewise simulate tide`)",
-                         _node_size(inputs, tide))]
+                         _node_size(inputs, tide), simulated_hours(inputs.tide) if inputs.tide else None)]
     windows = {name: window(src) for name, src in (("history", usage), ("vpa replay", vpa)) if src is not None}
     return CostReport(prices, namespace_rows(ns, _series_count(list(usage.by_id) if usage else [])), levers,
                       hourly_costs(ns), notes, windows)

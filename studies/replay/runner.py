@@ -213,4 +213,4 @@ def write_report(path: str, s: ReplaySettings, result: dict[str, dict[str, Any]]
     meta = (f"{len(result)} series from {input_path}; the last 7 days are plotted; each decision uses only "
             "data before its time (model chosen each UTC midnight, refitted hourly).")
     render(path, f"Tidewise replay — {s.kind.upper()}", summary, per_series, plots, meta, total=len(result),
-           tradeoff=tradeoff)
+           tradeoff=tradeoff, kind=s.kind)

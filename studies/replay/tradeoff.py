@@ -20,6 +20,7 @@ import pandas as pd
 
 from autoscaler.logic.hpa import hpa_scores, simulate_reactive_hpa
 from predictor.decaying_histogram import cdf_quantiles, decaying_cdf
+from reports.pages import legend
 
 VPA_PCTS = (0.8, 0.85, 0.9, 0.95, 0.99)  # the scorer's settings
 VPA_MARGINS = (1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.4)
@@ -183,9 +184,8 @@ def plot_tradeoff(ax: Any, c: Curves, title: str) -> None:
         ax.plot([x], [y], linestyle="none", marker=MARKERS[i % len(MARKERS)], ms=8 if own else 7,
                 color=next(colours) if own else "#d62728", mfc=None if own else "none", label=label)
     xl, yl = AXES[c.kind]
-    ax.set_xlabel(xl, fontsize=8)
-    ax.set_ylabel(yl, fontsize=8)
-    ax.set_title(title, fontsize=9)
-    ax.tick_params(labelsize=7)
+    ax.set_xlabel(xl)
+    ax.set_ylabel(yl)
+    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=6.5, loc="best")
+    legend(ax)

@@ -104,6 +104,7 @@ def test_decide_hpa_floor_from_the_forecast_capped_at_max_replicas():
     s = HpaSettings(default_utilization=0.5, floor_tolerance=0.0, level_steps=0)
     out = decide_hpa(hpa_inputs(hpa(), cores=2.0), s, Stabilizer(pd.Timedelta("5min")))
     assert out.decision.min_replicas == 4  # 2 cores at 500m per replica
+    assert "per replica 500m (" in out.decision.reason.summary()  # millicores named as such, not a bare 500
     assert out.series == [SID] and (out.target_kind, out.target_name) == ("Deployment", "web")
     capped = decide_hpa(hpa_inputs(hpa(max_replicas=3), cores=2.0), s, Stabilizer(pd.Timedelta("5min")))
     assert capped.decision.min_replicas == 3

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -206,8 +207,10 @@ def test_a_workload_page_shows_each_resource_its_regime_reason_and_plot(served):
             unit = " cores" if r["resource"] == "cpu" else " GiB"
             assert row["request"] == shown(r["resource"], r["request"]) + unit
             assert row["target"] == shown(r["resource"], r["target"]) + unit
-            assert row["bounds"] == f"{shown(r['resource'], r['lower'])} – {shown(r['resource'], r['upper'])}"
+            assert row["bounds"] == f"{shown(r['resource'], r['lower'])} – {shown(r['resource'], r['upper'])}{unit}"
             assert row["reason"] == r["reason"] and row["regime-why"] == r["regime_why"]
+            # the reason's raw value in the page's unit, never raw millicores or bytes
+            assert re.search(r" = \d[\d.,]*(m| cores| GiB| MiB| KiB)(;|$)", row["reason"]), row["reason"]
             assert row["regime"] == ("in-place" if r["resource"] == "cpu" else "restart")
             assert row["regime-why"].startswith(f"regime {row['regime']} (")
     assert w["regime"] == "mixed"

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports.pages import FIG_WIDTH, GIB, LEGEND_SIZE, figure_png, pyplot
+from reports.pages import DPI, FIG_WIDTH, GIB, LEGEND_SIZE, figure_png, pyplot
 from tests.conftest import run_cli
 from tests.studies.cost_fixtures import HOURS, write_inputs
 from tests.tidewise.test_replay_cli import tidal_frame
@@ -112,7 +112,7 @@ def test_replay_shows_a_line_per_series_and_per_refit_on_stderr(replayed):
 
 def test_every_plot_of_the_replay_page_has_one_width(replayed):
     widths = _png_widths(replayed[1])
-    assert len(widths) == 3 and set(widths) == {int(FIG_WIDTH * 72)}  # the trade-off and both series
+    assert len(widths) == 3 and set(widths) == {int(FIG_WIDTH * DPI)}  # the trade-off and both series
 
 
 def test_the_demo_report_plots_memory_in_gib_cpu_in_cores_and_one_width():
@@ -141,7 +141,7 @@ def test_the_demo_report_plots_memory_in_gib_cpu_in_cores_and_one_width():
         for fig in figs.values():
             pyplot().close(fig)
     page = render_html(History(series, pd.Timedelta("5min")), fcs)
-    assert _png_widths(page) == [int(FIG_WIDTH * 72)] * 2
+    assert _png_widths(page) == [int(FIG_WIDTH * DPI)] * 2
 
 
 def test_the_shared_helper_evens_widths_and_raises_small_legends():
@@ -149,7 +149,7 @@ def test_the_shared_helper_evens_widths_and_raises_small_legends():
     ax.plot([0, 1], [0, 1], label="a line")
     ax.legend(fontsize=5)
     png = figure_png(fig)
-    assert _png_widths(f'src="data:image/png;base64,{png}"') == [int(FIG_WIDTH * 72)]
+    assert _png_widths(f'src="data:image/png;base64,{png}"') == [int(FIG_WIDTH * DPI)]
     assert _legend_sizes(fig) == [LEGEND_SIZE]
 
 
@@ -162,7 +162,7 @@ def test_the_cost_page_plots_have_one_width(tmp_path):
     report = build_report(load_prices(f["--cost"]), CostInputs(
         history=f["--history"], cluster_state=f["--cluster-state"], vpa_replay=f["--vpa-replay"],
         colocation=f["--colocation"]))
-    assert _png_widths(render(report)) == [int(FIG_WIDTH * 72)] * 3
+    assert _png_widths(render(report)) == [int(FIG_WIDTH * DPI)] * 3
 
 
 # --- 4. the HPA replay page -----------------------------------------------------------------------
@@ -181,7 +181,8 @@ def test_the_hpa_plot_s_three_lines_differ_in_colour_and_style_and_are_in_the_le
         assert len(lines) == 3
         for a, b in itertools.combinations(lines, 2):
             assert a.get_color() != b.get_color() and a.get_linestyle() != b.get_linestyle()
-        assert [t.get_text() for t in ax.get_legend().get_texts()] == [ln.get_label() for ln in lines]
+        # the legend names every line (long names wrapped to fit beside the plot)
+        assert [t.get_text().replace("\n", " ") for t in ax.get_legend().get_texts()] == [ln.get_label() for ln in lines]
         assert ax.get_ylabel() == "replicas"
     finally:
         pyplot().close(fig)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from reports.pages import PAGE_END, figure_png, image, page_start, pyplot
+from reports.pages import PAGE_END, figure_png, image, legend, page_start, pyplot
 from studies.simulation.colocation.study import Study
 from studies.simulation.harness.page import SOURCES, family, is_default
 from studies.simulation.harness.traces import DAY_MIN
@@ -38,9 +38,9 @@ def plot_daily(study: Study) -> str:
     ax.set_xlim(0, 24)
     ax.set_ylim(0, 100)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+    legend(ax)
     ax.set_title("Utilisation over the day, mean over nodes and days")
-    return figure_png(fig, dpi=80)
+    return figure_png(fig)
 
 
 def plot_frontier(study: Study, budget: float) -> str:
@@ -64,9 +64,9 @@ def plot_frontier(study: Study, budget: float) -> str:
     ax.set_xlabel("mean node CPU utilisation, %")
     ax.set_ylabel(f"online shortfall, % of node-minutes (0 drawn at {floor:g})")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, loc="upper left")
+    legend(ax)
     ax.set_title(f"Shortfall versus utilisation: each policy's swept settings (bursts: {study.settings.bursts})")
-    return figure_png(fig, dpi=80)
+    return figure_png(fig)
 
 
 def plot_goodput(study: Study, budget: float) -> str:
@@ -88,13 +88,26 @@ def plot_goodput(study: Study, budget: float) -> str:
     ax.set_xlabel("batch slowdown, p95 (runtime / nominal runtime)")
     ax.set_ylabel("goodput, core-hours (batch CPU less evicted work)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    legend(ax)
     ax.set_title(f"Goodput versus slowdown (bursts: {study.settings.bursts})")
-    return figure_png(fig, dpi=80)
+    return figure_png(fig)
 
 
 def _pct(x: float, digits: int = 1) -> str:
     return f"{100 * x:.{digits}f}%"
+
+
+def _slowdown(x: Any) -> str:
+    """A p50/p95 slowdown; none when no batch job completed (its value is then NaN, or null once in JSON)."""
+    return f"{x:.2f}" if isinstance(x, (int, float)) and np.isfinite(x) else "–"
+
+
+def _slowdown_row(t: dict[str, Any], b: dict[str, Any]) -> str:
+    """The slowdown target's line: tidewise's p95 against the baseline's, which is the target."""
+    if _slowdown(t["slowdown_p95"]) == "–" or _slowdown(b["slowdown_p95"]) == "–":
+        return f"p95 slowdown {_slowdown(t['slowdown_p95'])} vs {_slowdown(b['slowdown_p95'])}: no batch job completed"
+    return (f"p95 slowdown {_slowdown(t['slowdown_p95'])} vs {_slowdown(b['slowdown_p95'])} "
+            f"(target &le; {_slowdown(b['slowdown_p95'])}, the baseline's)")
 
 
 def _header(study: Study, c: dict[str, Any]) -> str:
@@ -118,12 +131,12 @@ def _targets(v: dict[str, Any]) -> list[str]:
     t, b, ok = v["tidewise_best"], v["best_baseline"], v["targets"]
     rows = [("goodput", f"{t['goodput_core_hours']:.0f} vs {b['goodput_core_hours']:.0f} core-hours "
                         f"({v['goodput_ratio']:.3f}x, target &ge; {v['goodput_target']:g}x)"),
-            ("slowdown_p95", f"p95 slowdown {t['slowdown_p95']:.2f} vs {b['slowdown_p95']:.2f} (target &le;)"),
+            ("slowdown_p95", _slowdown_row(t, b)),
             ("evictions", f"evictions {t['evictions']} vs {b['evictions']} (target &le; "
                           f"{v['eviction_target']:g}x)"),
             ("utilisation", f"utilisation {_pct(t['utilisation'])} (target &ge; {_pct(v['utilisation_target'], 0)})")]
-    parts.append(f"<li>best tidewise <code>{e(t['label'])}</code> against best baseline <code>{e(b['label'])}</code>"
-                 "</li>")
+    parts.append(f"<li>Tidewise's best setting, <code>{e(t['label'])}</code>, against the best baseline setting, "
+                 f"<code>{e(b['label'])}</code></li>")
     for key, text in rows:
         parts.append(f"<li class='{'good' if ok[key] else 'bad'}'>{text}: {'met' if ok[key] else 'missed'}</li>")
     parts.append("</ul>")
@@ -141,7 +154,7 @@ def _runs(runs: dict[str, dict[str, Any]]) -> list[str]:
                      f"<td>{_pct(r['shortfall'], 4)}</td><td>{r['nodes_with_shortfall']}</td>"
                      f"<td>{r['online_unserved_core_hours']:.2f}</td><td>{r['goodput_core_hours']:.0f}</td>"
                      f"<td>{r['lost_core_hours']:.0f}</td><td>{r['jobs_completed']}</td>"
-                     f"<td>{r['slowdown_p50']:.2f}</td><td>{r['slowdown_p95']:.2f}</td>"
+                     f"<td>{_slowdown(r['slowdown_p50'])}</td><td>{_slowdown(r['slowdown_p95'])}</td>"
                      f"<td>{r['evictions']}</td><td>{r['held_back_cores']:.2f}</td></tr>")
     parts.append("</table><p class='meta'>Cores held back = allocatable - batch quota - online demand, mean per "
                  "node-minute: the room each policy leaves online work beyond what it asks for. At equal shortfall, "

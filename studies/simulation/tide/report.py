@@ -1,8 +1,8 @@
 """The tide simulation's page: one self-contained HTML file (plots as base64 PNG, nothing fetched).
 
-Sections: the verdict against issue 17's targets, every policy setting's numbers, the week (online
-demand, its forecast, nodes needed against nodes online under each policy's default) and the day's
-picture (per hour of the day, nodes needed and nodes online/lent, mean over the simulated days).
+Sections: the verdict against issue 17's targets, every policy setting's numbers, the simulated
+days (online demand, its forecast, nodes needed against nodes online under each policy's default;
+"the week" when they are 7) and the day's picture (per hour of the day, nodes needed and nodes online/lent, mean over the simulated days).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from reports.pages import PAGE_END, figure_png, image, page_start, pyplot
+from reports.pages import PAGE_END, figure_png, image, legend, page_start, pyplot
 from studies.simulation.harness import outputs
 from studies.simulation.harness.page import SOURCES, is_default
 from studies.simulation.harness.traces import DAY_MIN
@@ -39,6 +39,17 @@ def forecast_needed(study: TideStudy) -> np.ndarray | None:
     return np.where(np.isnan(out), np.nan, study.pool.needed_for(np.nan_to_num(out)).astype(float))
 
 
+def _day_and_time(x: float, _pos: Any = None) -> str:
+    """A tick of the simulated days (x in days from the start): `day 2\n06:00`."""
+    minute = int(round(x * DAY_MIN))
+    return f"day {minute // DAY_MIN + 1}\n{minute % DAY_MIN // 60:02d}:{minute % 60:02d}"
+
+
+def span_title(days: int) -> str:
+    """What the simulated days are called on the page: "The week" only for a run of 7 days."""
+    return "The week" if days == 7 else f"The {days} simulated day" + ("" if days == 1 else "s")
+
+
 def plot_week(study: TideStudy) -> str:
     """Nodes needed, forecast and online per policy default, every 15 minutes over the simulated days."""
     fig, ax = pyplot().subplots(figsize=(11, 4.2))
@@ -52,18 +63,26 @@ def plot_week(study: TideStudy) -> str:
         ax.plot(x, r.online_nodes, color=COLOURS.get(r.label), lw=1.0, alpha=0.8,
                 label=f"nodes online: {r.label} ({r.node_hours_lent:.0f} node-h lent)")
     ax.axhline(pool.nodes, color="#999999", lw=0.8, ls="--", label=f"pool ({pool.nodes} nodes)")
-    ax.set_xlabel("simulated day")
+    from matplotlib.ticker import FuncFormatter
+
+    days = pool.minutes / DAY_MIN
+    ax.set_xticks(np.arange(0, days + 1e-9, 1.0 if days > 3 else 0.25))
+    ax.xaxis.set_major_formatter(FuncFormatter(_day_and_time))
+    ax.set_xlim(0, days)
+    ax.set_xlabel("simulated day and time of day")
     ax.set_ylabel("nodes")
     ax.set_ylim(0, pool.nodes + 2)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower left", ncol=2)
-    ax.set_title("The week: what online service needed and what each policy kept online (the rest was lent)")
-    return figure_png(fig, dpi=80)
+    legend(ax)
+    ax.set_title(f"{span_title(study.settings.days)}: nodes online service needed and nodes each policy kept online "
+                 "(the rest was lent)", fontsize=10, loc="left", wrap=True)
+    return figure_png(fig)
 
 
 def plot_day(study: TideStudy) -> str:
-    """The day's picture: per hour of the day, means over the simulated days."""
-    fig, axes = pyplot().subplots(1, 2, figsize=(11, 3.8))
+    """The day's picture: per hour of the day, means over the simulated days; one panel above the
+    other (nodes online against needed, nodes lent, online demand), each legend beside its panel."""
+    fig, axes = pyplot().subplots(3, 1, figsize=(9, 8.4), sharex=True)
     pool = study.pool
     days = pool.minutes // DAY_MIN
 
@@ -79,20 +98,24 @@ def plot_day(study: TideStudy) -> str:
                 label="forecast")
     for r in _defaults(study):
         ax.plot(hours, by_hour(r.online_nodes), color=COLOURS.get(r.label), label=f"online: {r.label}")
-    ax.set_title("nodes online vs needed, mean per hour")
+    ax.set_title("nodes online vs needed, mean per hour", fontsize=10)
+    ax.set_ylabel("nodes")
     ax2 = axes[1]
     for r in _defaults(study):
         ax2.plot(hours, by_hour(r.lent_nodes), color=COLOURS.get(r.label), label=f"lent: {r.label}")
-    ax2.set_title("nodes lent to batch, mean per hour")
-    ax3 = ax2.twinx()
-    ax3.plot(hours, by_hour(pool.demand), color="#777777", ls="--", lw=0.8, label="online demand (cores)")
-    ax3.set_ylabel("online CPU demand, cores", color="#777777")
+    ax2.set_title("nodes lent to batch, mean per hour", fontsize=10)
+    ax2.set_ylabel("nodes")
+    ax3 = axes[2]
+    ax3.plot(hours, by_hour(pool.demand), color="#777777", ls="--", lw=1.0, label="online demand")
+    ax3.set_title("online CPU demand, mean per hour", fontsize=10)
+    ax3.set_ylabel("cores")
+    ax3.set_xlabel("hour of the simulated day")
     for a in axes:
-        a.set_xlabel("hour of the simulated day")
         a.set_xlim(0, 24)
+        a.set_xticks(range(0, 25, 3))
         a.grid(alpha=0.3)
-        a.legend(fontsize=7, loc="lower left")
-    return figure_png(fig, dpi=80)
+        legend(a)
+    return figure_png(fig)
 
 
 def _verdict(v: dict[str, Any]) -> list[str]:
@@ -142,7 +165,7 @@ def render_tide_report(study: TideStudy, details: dict[str, Any]) -> str:
                  f"most; {s.days} days at 1 minute, seed {s.seed}; forecast model "
                  f"<code>{html.escape(str(details['forecast_model']))}</code>. {html.escape(SOURCES)}</p>")
     parts += _verdict(details["verdict"]) + _table(details["runs"])
-    parts.append(f"<h2>The week</h2>{image(plot_week(study))}")
+    parts.append(f"<h2>{span_title(s.days)}</h2>{image(plot_week(study))}")
     parts.append(f"<h2>The day's picture</h2>{image(plot_day(study))}")
     parts.append("<h2>Model</h2><p class='meta'>See docs/tide-simulator.md: a late minute is one in which online "
                  "service needed more nodes than were serving it; a lent node drains the online side's mean pods per "
