@@ -103,13 +103,17 @@ def plan_document(plan: ReclaimPlan) -> dict[str, Any]:
     }
 
 
+class _NotWhole(ValueError):
+    pass
+
+
 def _whole(value: Any, name: str) -> int:
     """An amount of a plan as an integer: a JSON integer, a digit string or a float without a fraction
     (1.7e10); never a bool, a fraction, an infinity or NaN (json reads `Infinity` and `NaN`)."""
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         return int(value)
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ValueError(f"{name} {value!r} is not a whole number")
+        raise _NotWhole(f"{name} {value!r} is not a whole number; amounts are integers (millicpu, bytes)")
     return int(value)
 
 
@@ -127,6 +131,8 @@ def plan_from_dict(d: Mapping[str, Any], what: str = "reclaim plan") -> ReclaimP
             shared_demand_millicpu=None if demand is None else _whole(demand, "shared_demand_millicpu"), numa=numa,
         )
         plan.expired(dt.datetime.now(dt.timezone.utc))  # window_start must parse
+    except _NotWhole as exc:
+        raise InputError(f"{what}: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise InputError(f"{what}: not a ReclaimPlan ({type(exc).__name__}: {exc}); expected the keys of "
                          "ReclaimPlan.to_dict()") from None

@@ -46,7 +46,8 @@ class BatchMemory:
     def to_dict(self) -> dict[str, Any]:
         caps = [{"pod": self.names.get(u, u), "uid": u, "memory_max_bytes": v} for u, v in self.caps.items()]
         return {"lent_bytes": self.lent_bytes, "root_qos": self.root_qos, "shared_qos": self.shared_qos,
-                "split": None if self.root_qos else caps, "caps_sum_bytes": sum(self.caps.values()), "note": self.note}
+                "split": None if self.root_qos else caps,
+                "split_sum_bytes": None if self.root_qos else sum(self.caps.values()), "note": self.note}
 
 
 def _size(v: int) -> str:

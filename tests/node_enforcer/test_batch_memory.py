@@ -116,9 +116,6 @@ def test_the_root_is_used_only_when_batch_holds_its_cgroup_alone(two_socket):
     reclaim = ReclaimPlan("n1", "2026-12-01T00:00:00Z", 3600, 4000, 16 * GiB, 0)
     web = make_pod("web", cpu="1", memory="1Gi", k8s_qos="Burstable")
     batch = [make_pod(f"b{i}", "reclaimed_cores", k8s_qos="BestEffort") for i in range(3)]
-    alone = plan(two_socket, [web, *batch], reclaim)
-    assert [alone.pod(b.key).memory_max_bytes for b in batch] == [16 * GiB] * 3  # the root holds the total
-    assert alone.batch_memory.root_qos == "BestEffort"
     for level in (None, "reclaimed", "reclaimed_cores\u200b"):
         intruder = make_pod("intruder", level, k8s_qos="BestEffort")
         shared = plan(two_socket, [web, *batch, intruder], reclaim)
@@ -126,6 +123,9 @@ def test_the_root_is_used_only_when_batch_holds_its_cgroup_alone(two_socket):
         assert sum(caps) <= 16 * GiB and min(caps) >= 5 * GiB and shared.batch_memory.root_qos is None
         assert "split among 3 reclaimed pods: default/b0 5.3Gi" in shared.batch_memory.note
         assert "BestEffort cgroup also holds 1 online pod(s) (default/intruder)" in shared.batch_memory.note
+    alone = plan(two_socket, [web, *batch], reclaim)
+    assert [alone.pod(b.key).memory_max_bytes for b in batch] == [16 * GiB] * 3  # the root holds the total
+    assert alone.batch_memory.root_qos == "BestEffort"
 
 
 def test_a_root_cap_that_does_not_take_splits_the_plan_and_says_so(tmp_path, two_socket, caplog):
@@ -162,7 +162,7 @@ def _repro_pods(path, extra_level):
 def test_enforce_dry_run_plan_out_splits_the_plan_when_an_online_pod_shares_besteffort(tmp_path, capsys):
     cg = tmp_path / "cgroup"
     shutil.copytree(os.path.join(TWO_SOCKET, "fs", "cgroup"), cg)
-    for extra, split in ((None, False), ("", True), ("reclaimed", True), ("reclaimed_cores\u200b", True)):
+    for extra, split in (("", True), ("reclaimed", True), ("reclaimed_cores\u200b", True), (None, False)):
         pods = tmp_path / "pods.json"
         objs = _repro_pods(pods, extra)
         out = tmp_path / "plan.json"
@@ -179,7 +179,7 @@ def test_enforce_dry_run_plan_out_splits_the_plan_when_an_online_pod_shares_best
         memory = doc["allocation"]["batch_memory"]
         assert memory["lent_bytes"] == 16 * GiB
         if split:
-            assert memory["root_qos"] is None and memory["caps_sum_bytes"] == sum(caps)
+            assert memory["root_qos"] is None and memory["split_sum_bytes"] == sum(caps)
             assert "split among 3 reclaimed pods: default/batch-0 5.3Gi" in printed
             assert [c["memory_max_bytes"] for c in memory["split"]] == caps
             assert doc["isolation"]["reclaimed_root"] == {"k8s_qos": "BestEffort", "memory_max_bytes": None,
