@@ -10,13 +10,16 @@ are exact (integer millicpu and bytes).
 A plan the agent cannot trust — missing, malformed, another schema, another node's, not yet valid
 or past its `valid_until` — is refused with an `InputError` saying why; the agent then uses
 `zero_plan` (reclaim nothing beyond the pool's floor): it fails closed instead of lending the online
-pods' room on stale numbers.
+pods' room on stale numbers. An absurd plan grants no more than a well-formed one: a validity longer
+than `MAX_PLAN_WINDOW` is honoured only that long after `generated_at`, and the agent bounds the
+amounts by its node's capacity (`within_capacity`); each such cut is said in the plan's `reasons`.
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
 from contracts.annotations import PLAN_ANNOTATION
@@ -24,6 +27,11 @@ from contracts.errors import InputError
 
 PLAN_SCHEMA = 1
 CLOCK_SKEW = dt.timedelta(minutes=5)  # a plan "generated" up to this far ahead of the agent's clock is accepted
+# The longest validity a plan is honoured for, from its generated_at. Serve publishes its reclaim
+# window (serve.reclaim.window, 1 h by default) and rewrites a plan once half of it is left; a day
+# is the horizon of the forecast it publishes beside it. A plan "valid until 9999" from a forgery or
+# a bug is cut here, so that reclaiming still stops within a day of serve's last write.
+MAX_PLAN_WINDOW = dt.timedelta(hours=24)
 
 
 @dataclass
@@ -95,23 +103,41 @@ def plan_document(plan: ReclaimPlan) -> dict[str, Any]:
     }
 
 
+class _NotWhole(ValueError):
+    pass
+
+
+def _whole(value: Any, name: str) -> int:
+    """An amount of a plan as an integer: a JSON integer, a digit string or a float without a fraction
+    (1.7e10); never a bool, a fraction, an infinity or NaN (json reads `Infinity` and `NaN`)."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise _NotWhole(f"{name} {value!r} is not a whole number; amounts are integers (millicpu, bytes)")
+    return int(value)
+
+
 def plan_from_dict(d: Mapping[str, Any], what: str = "reclaim plan") -> ReclaimPlan:
     """A plan from outside input (`ReclaimPlan.to_dict()` keys), checked; InputError names `what`."""
     try:
-        numa = {int(k): NumaReclaim(int(v["millicpu"]), int(v["memory_bytes"]))
+        numa = {int(k): NumaReclaim(_whole(v["millicpu"], f"numa {k} millicpu"),
+                                    _whole(v["memory_bytes"], f"numa {k} memory_bytes"))
                 for k, v in (d.get("numa") or {}).items()}
         demand = d.get("shared_demand_millicpu")
         plan = ReclaimPlan(
             node=str(d["node"]), window_start=str(d["window_start"]), window_seconds=int(d["window_seconds"]),
-            reclaimed_millicpu=int(d["reclaimed_millicpu"]), reclaimed_memory_bytes=int(d["reclaimed_memory_bytes"]),
-            shared_demand_millicpu=None if demand is None else int(demand), numa=numa,
+            reclaimed_millicpu=_whole(d["reclaimed_millicpu"], "reclaimed_millicpu"),
+            reclaimed_memory_bytes=_whole(d["reclaimed_memory_bytes"], "reclaimed_memory_bytes"),
+            shared_demand_millicpu=None if demand is None else _whole(demand, "shared_demand_millicpu"), numa=numa,
         )
         plan.expired(dt.datetime.now(dt.timezone.utc))  # window_start must parse
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except _NotWhole as exc:
+        raise InputError(f"{what}: {exc}") from None
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise InputError(f"{what}: not a ReclaimPlan ({type(exc).__name__}: {exc}); expected the keys of "
                          "ReclaimPlan.to_dict()") from None
-    if plan.reclaimed_millicpu < 0 or plan.reclaimed_memory_bytes < 0:
-        raise InputError(f"{what}: reclaimed amounts must not be negative")
+    if plan.reclaimed_millicpu < 0 or plan.reclaimed_memory_bytes < 0 or (plan.shared_demand_millicpu or 0) < 0:
+        raise InputError(f"{what}: reclaimed amounts and the shared demand must not be negative")
     return plan
 
 
@@ -150,7 +176,16 @@ def plan_from_document(doc: Mapping[str, Any], node: str | None, what: str) -> R
         raise InputError(f"{what}: {type(exc).__name__}: {exc}") from None
     if window <= 0:
         raise InputError(f"{what}: valid_until {doc['valid_until']} is not after generated_at {doc['generated_at']}")
+    longest = int(MAX_PLAN_WINDOW.total_seconds())
+    if window > longest:  # honoured as if it said generated_at + MAX_PLAN_WINDOW: never longer than serve's
+        plan.window_seconds = longest
+        plan.reasons.append(f"valid_until {doc['valid_until']} is more than {longest // 3600} h after generated_at "
+                            f"{doc['generated_at']}: honoured only until {_iso(generated + MAX_PLAN_WINDOW)}")
     return plan
+
+
+def _iso(t: dt.datetime) -> str:
+    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def document_in(data: Any, what: str) -> dict[str, Any]:
@@ -185,9 +220,52 @@ def check_plan_in_force(plan: ReclaimPlan, now: dt.datetime, what: str, start_ke
     if start > now + CLOCK_SKEW:
         raise InputError(f"{what}: {start_key} {plan.window_start} is in the future (clock skew?)")
     if now >= until:
+        cut = "".join(f"; {r}" for r in plan.reasons)  # a validity cut to MAX_PLAN_WINDOW says so
         raise InputError(f"{what}: expired at {until.astimezone(dt.timezone.utc):%Y-%m-%dT%H:%M:%SZ} (its window "
-                         f"began {plan.window_start}; is `tidewise serve` running?)")
+                         f"began {plan.window_start}; is `tidewise serve` running?){cut}")
     if any(v.millicpu < 0 or v.memory_bytes < 0 for v in plan.numa.values()) or \
             sum(v.millicpu for v in plan.numa.values()) > plan.reclaimed_millicpu or \
             sum(v.memory_bytes for v in plan.numa.values()) > plan.reclaimed_memory_bytes:
         raise InputError(f"{what}: per-NUMA amounts are negative or exceed the node's total")
+
+
+@dataclass(frozen=True)
+class NodeCapacity:
+    """What a node has (its online CPUs and its memory), for `within_capacity`."""
+
+    millicpu: int
+    memory_bytes: int | None  # None: unknown, so nothing can be lent
+    numa_millicpu: Mapping[int, int] = field(default_factory=dict)  # each NUMA node's CPUs
+    numa_memory_bytes: Mapping[int, int] = field(default_factory=dict)  # each NUMA node's memory, where known
+
+
+def within_capacity(plan: ReclaimPlan, cap: NodeCapacity) -> ReclaimPlan:
+    """`plan` with no amount above what the node has: the totals at most the node's CPUs and memory,
+    each NUMA node's at most its own, a NUMA node the machine lacks dropped. A plan lending 1e30
+    bytes then lends the node's memory, never more than a well-formed plan could; each cut is added
+    to `reasons`. Unknown memory lends none (fail closed)."""
+    reasons = list(plan.reasons)
+    cpu = min(plan.reclaimed_millicpu, cap.millicpu)
+    mem = min(plan.reclaimed_memory_bytes, cap.memory_bytes if cap.memory_bytes is not None else 0)
+    if cpu < plan.reclaimed_millicpu:
+        reasons.append(f"reclaimed_millicpu {plan.reclaimed_millicpu} is more than the node's {cap.millicpu}m: "
+                       "cut to it")
+    if mem < plan.reclaimed_memory_bytes:
+        reasons.append(f"reclaimed_memory_bytes {plan.reclaimed_memory_bytes} is more than the node's memory "
+                       f"({'unknown' if cap.memory_bytes is None else cap.memory_bytes}): cut to {mem}")
+    numa: dict[int, NumaReclaim] = {}
+    for n, z in sorted(plan.numa.items()):
+        if cap.numa_millicpu and n not in cap.numa_millicpu:
+            reasons.append(f"NUMA node {n} is not on this machine: nothing lent there")
+            continue
+        numa[n] = NumaReclaim(min(z.millicpu, cap.numa_millicpu.get(n, cpu)),
+                              min(z.memory_bytes, cap.numa_memory_bytes.get(n, mem)))
+        if numa[n] != z:
+            reasons.append(f"NUMA node {n}: {z.millicpu}m and {z.memory_bytes} bytes are more than it has: "
+                           f"cut to {numa[n].millicpu}m and {numa[n].memory_bytes} bytes")
+    for attr, total in (("millicpu", cpu), ("memory_bytes", mem)):
+        zones = sum(getattr(z, attr) for z in numa.values())
+        if zones > total:  # zones cut to the node's total each may sum above it: scaled down to it
+            for z in numa.values():
+                setattr(z, attr, getattr(z, attr) * total // zones)
+    return replace(plan, reclaimed_millicpu=cpu, reclaimed_memory_bytes=mem, numa=numa, reasons=reasons)

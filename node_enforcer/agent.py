@@ -1,9 +1,12 @@
 """The node agent's reconcile loop: a fixed list of named, timed steps.
 
-    pods -> reclaim plan -> restore (first pass only) -> policy -> enforce -> isolate -> checkpoint
-    -> report -> eviction
+    pods -> reclaim plan -> restore (first pass only) -> policy -> root -> enforce -> isolate
+    -> checkpoint -> report -> eviction
 
-`isolate` applies the disk I/O, network and reclaimed-root memory limits (`policy.isolation`);
+`root` caps the reclaimed root's memory when the policy holds batch by it, before any pod's own
+cap is raised to the whole plan; a cap that does not take makes the policy split the plan among the
+batch pods instead (`policy.batch_memory`). `isolate` applies the disk I/O, network and
+reclaimed-root memory limits (`policy.isolation`);
 `report` publishes the topology on the node's CustomNodeResource when it changed. With metrics
 (`node_enforcer.metrics`), a last `usage` step reads the batch pods' cgroups and every pass,
 failed or not, is exported.
@@ -18,7 +21,7 @@ import logging
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence, TypeVar
 
 from contracts.errors import TidewiseError
 from contracts.kube_errors import KubeError
@@ -32,7 +35,7 @@ from node_enforcer.enforce.checkpoint import Restored, path_problem, restore, sa
 from node_enforcer.enforce.cnr import CnrPublisher
 from node_enforcer.enforce.evictor import Eviction, Evictor
 from node_enforcer.enforce.files import FilePort
-from node_enforcer.enforce.isolation import enforce_isolation
+from node_enforcer.enforce.isolation import enforce_isolation, enforce_root
 from node_enforcer.enforce.tc import Tc, TcError
 from node_enforcer.model.devices import BlockDevice
 from node_enforcer.model.pod import Pod
@@ -40,7 +43,7 @@ from node_enforcer.model.pressure import Pressure
 from node_enforcer.model.topology import Topology
 from node_enforcer.policy.allocation import CpuAllocation
 from node_enforcer.policy.eviction import triggers
-from node_enforcer.policy.isolation import IsolationPlan, plan_isolation
+from node_enforcer.policy.isolation import IsolationPlan, plan_isolation, root_memory
 from node_enforcer.policy.plan import plan
 from node_enforcer.policy.topology_report import topology_status
 from node_enforcer.settings import EnforcerSettings
@@ -52,8 +55,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 # the metrics' error stage of each step (node_enforcer.metrics.STAGES)
 STAGE_OF = {"pods": "collect", "reclaim": "collect", "restore": "checkpoint", "policy": "policy",
-            "enforce": "enforce", "isolate": "enforce", "checkpoint": "checkpoint", "report": "kube",
-            "eviction": "kube", "usage": "collect"}
+            "root": "enforce", "policy (split)": "policy", "enforce": "enforce", "isolate": "enforce",
+            "checkpoint": "checkpoint", "report": "kube", "eviction": "kube", "usage": "collect"}
 
 
 @dataclass
@@ -97,6 +100,7 @@ class Agent:
         self.last: CpuAllocation | None = None
         self._refusals_logged: set[str] = set()
         self._io_logged: set[tuple[str, str]] = set()
+        self._memory_note = self._root_problem = ""  # how batch memory was held last pass: logged when it changes
         self.stopping, self._sleeping = False, False
         self.metrics, self._stage = metrics, "collect"
 
@@ -139,12 +143,13 @@ class Agent:
                                                                       self.driver, self.files, self.resolver))
             self.previous = dict(res.restored.dedicated)
             log.info("restored %d dedicated allocation(s) from %s", len(self.previous), res.restored.source)
-        previous = self.previous
-        alloc = self._step(res, "policy", lambda: plan(self.topology, pods, reclaim, self.s.policy, previous,
-                                                       self.resolver))
+        alloc, root = self._policy(res, pods, reclaim, self.previous)
         res.allocation = alloc
         self._log_refusals(alloc)
         report = self._step(res, "enforce", lambda: enforce(alloc, pods, self.driver, self.files, self.s.proc_root))
+        if root is not None:  # written first: its changes and problems lead the report
+            report.changes[:0] = root.changes
+            report.unsupported[:0], report.errors[:0] = root.unsupported, root.errors
         res.report = report
         if self.s.io.enabled or self.s.network.enabled or self.s.reclaimed_root_memory:
             self._step(res, "isolate", lambda: self._isolate(res, pods, reclaim, alloc))
@@ -166,6 +171,30 @@ class Agent:
         log.info("reconcile: %s; %s", report.summary(),
                  ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in res.timings.items()))
         return res
+
+    def _policy(self, res: ReconcileResult, pods: Sequence[Pod], reclaim: ReclaimPlan | None,
+                previous: Mapping[str, frozenset[int]] | None) -> tuple[CpuAllocation, EnforceReport | None]:
+        """The allocation, with the reclaimed root's cap written first when it holds batch; a cap
+        that does not take (an error, a file this hierarchy lacks) splits the plan among the pods."""
+        def decide(root_ok: bool) -> CpuAllocation:
+            return plan(self.topology, pods, reclaim, self.s.policy, previous, self.resolver, root_memory=root_ok)
+
+        alloc = self._step(res, "policy", lambda: decide(self.s.reclaimed_root_memory))
+        root, written = root_memory(alloc.batch_memory, self.s.isolation()), None
+        if root is not None and root.memory_max_bytes is not None:
+            written = self._step(res, "root", lambda: enforce_root(root, self.driver, self.files))
+            if written.errors or written.unsupported:
+                problem = "; ".join(written.errors + written.unsupported)
+                log.log(logging.DEBUG if problem == self._root_problem else logging.WARNING,
+                        "reclaimed root %s: memory cap not in force (%s); the plan is split among the reclaimed pods",
+                        root.k8s_qos, problem)
+                self._root_problem = problem
+                alloc = self._step(res, "policy (split)", lambda: decide(False))
+        memory = alloc.batch_memory
+        if memory is not None and memory.note != self._memory_note:
+            log.info("%s", memory.note)
+        self._memory_note = "" if memory is None else memory.note
+        return alloc, written
 
     def _isolate(self, res: ReconcileResult, pods: Sequence[Pod], reclaim: ReclaimPlan | None,
                  alloc: CpuAllocation) -> None:

@@ -11,6 +11,8 @@ pandas, about 120 MiB of resident memory against its 80 MiB budget).
 A plan the agent cannot trust — missing, malformed, another schema, another node's, not yet valid
 (generated in the future) or past its `valid_until`, from the annotation or a file alike — is refused and replaced by `zero_plan` (reclaim nothing beyond the
 pool's floor): the agent fails closed instead of lending the online pods' room on stale numbers.
+An absurd one is cut to what a well-formed plan could say: honoured at most `MAX_PLAN_WINDOW` after
+its generation, and lending at most the node's CPUs and memory, per NUMA node too (`node_capacity`).
 """
 from __future__ import annotations
 
@@ -18,11 +20,13 @@ import datetime as dt
 import json
 import logging
 import os
+import re
 from typing import Callable, Mapping
 
 from contracts.errors import InputError, TidewiseError
-from contracts.reclaim import (PLAN_ANNOTATION, ReclaimPlan, check_plan_in_force, document_in, plan_from_annotation,
-                               plan_from_document, zero_plan)
+from contracts.reclaim import (PLAN_ANNOTATION, NodeCapacity, ReclaimPlan, check_plan_in_force, document_in,
+                               plan_from_annotation, plan_from_document, within_capacity, zero_plan)
+from node_enforcer.model.topology import Topology
 
 log = logging.getLogger(__name__)
 
@@ -50,16 +54,33 @@ def load_reclaim_plan(path: str, node: str | None = None) -> ReclaimPlan:
     return plan_from_document(document_in(data, what), node or None, what)
 
 
+def node_capacity(topology: Topology, proc_root: str = "/proc") -> NodeCapacity:
+    """The node's CPUs (its online threads) and memory (the NUMA nodes' MemTotal, else /proc/meminfo's;
+    None when neither is readable), what no plan may lend more than."""
+    memory: int | None = sum(topology.numa_memory_bytes.values()) or None
+    if memory is None or set(topology.numa_memory_bytes) != set(topology.numa_nodes):
+        try:
+            with open(os.path.join(proc_root, "meminfo"), encoding="utf-8") as fh:
+                m = re.search(r"^MemTotal:\s+(\d+)\s*kB", fh.read(), re.M)
+            memory = int(m.group(1)) * 1024 if m else memory
+        except OSError:
+            pass
+    return NodeCapacity(len(topology.cpus) * 1000, memory,
+                        {n: len(c) * 1000 for n, c in topology.numa_cpus.items()}, dict(topology.numa_memory_bytes))
+
+
 def reclaim_loader(path: str | None, node: str,
                    now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc),
                    annotations: Callable[[], Mapping[str, str]] | None = None,
-                   ) -> Callable[[], ReclaimPlan | None]:
+                   capacity: NodeCapacity | None = None) -> Callable[[], ReclaimPlan | None]:
     """Re-read the plan every pass (the publisher rewrites it): from the node's annotation when
     `annotations` is given (it returns this Node's annotations), else from the file at `path`.
 
     Fails closed: a plan that is missing, unreadable, malformed, another node's or expired is
     refused with a warning (once per distinct reason) and replaced by `zero_plan` — the reclaim pool
-    keeps only its floor. No source at all (no path, no annotations) means no plan: None."""
+    keeps only its floor. A plan valid too long or lending more than `capacity` is cut (the plan's
+    `reasons` say how, logged once per distinct cut). No source at all (no path, no annotations)
+    means no plan: None."""
     last: list[str] = [""]
 
     def warn(msg: str) -> None:  # once per distinct problem, not every pass
@@ -83,7 +104,12 @@ def reclaim_loader(path: str | None, node: str,
         except TidewiseError as exc:
             warn(f"reclaim plan refused, reclaiming nothing beyond the floor: {exc}")
             return zero_plan(node, at)
-        last[0] = ""
+        if capacity is not None:
+            p = within_capacity(p, capacity)
+        if p.reasons:
+            warn("reclaim plan cut to what a well-formed plan could grant: " + "; ".join(p.reasons))
+        else:
+            last[0] = ""
         return p
 
     return load

@@ -27,6 +27,7 @@ class EnforceReport:
     missing: list[str] = field(default_factory=list)  # pods without a cgroup yet (not started)
     unsupported: list[str] = field(default_factory=list)  # files this kernel/hierarchy does not offer
     errors: list[str] = field(default_factory=list)  # pod: what failed
+    failed: list[str] = field(default_factory=list)  # the pods (namespace/name) whose writes failed
 
     def summary(self) -> str:
         return (f"{len(self.changes)} write(s), {len(self.missing)} pod(s) without cgroups, "
@@ -86,6 +87,7 @@ def enforce(allocation: CpuAllocation, pods: Sequence[Pod], driver: CgroupDriver
         except OSError as exc:
             msg = f"{pod.key}: {exc.strerror or exc} ({exc.filename})"
             report.errors.append(msg)
+            report.failed.append(pod.key)
             log.error("enforce %s", msg, extra={"pod": pod.key})
     report.changes = files.changes[start:]
     return report

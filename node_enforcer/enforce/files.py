@@ -46,7 +46,7 @@ def normalise(path: str, text: str | None) -> str | None:
     try:
         if name in ("cpuset.cpus", "cpuset.mems"):
             return format_cpulist(parse_cpulist(t))
-        if name == "memory.limit_in_bytes":
+        if name in ("memory.limit_in_bytes", "memory.soft_limit_in_bytes"):
             v = int(t)
             return "-1" if v < 0 or v >= V1_UNLIMITED else str(v // PAGE * PAGE)
         if name in ("memory.max", "memory.high"):

@@ -10,7 +10,9 @@ reclaimed root's memory, through the same file port (read, compare, write only w
 
 A file the hierarchy does not offer is reported as unsupported, never an error. v1 has no
 `memory.high`: the soft limit is the nearest (the kernel reclaims the group toward it under global
-memory pressure, but does not throttle it).
+memory pressure, but does not throttle it). A root whose cap is lifted (online pods share it) gets
+the kernel's unlimited, and only once every pod of that cgroup took its own cap: a pod whose cap
+write failed keeps the root's cap above it until a later pass.
 """
 from __future__ import annotations
 
@@ -91,21 +93,37 @@ def _net(pod: Pod, net: NetPlan, driver: CgroupDriver, files: FilePort, report: 
 
 def _root(root: RootMemory, driver: CgroupDriver, files: FilePort, report: EnforceReport) -> None:
     d = driver.qos_dir(root.k8s_qos, "memory")
-    high, cap = root.memory_high_bytes // PAGE * PAGE, root.memory_max_bytes // PAGE * PAGE
+    unlimited = "max" if driver.version == 2 else "-1"
+    cap, high = (unlimited if v is None else str(v // PAGE * PAGE)
+                 for v in (root.memory_max_bytes, root.memory_high_bytes))
     names = (("memory.max", cap), ("memory.high", high)) if driver.version == 2 else (
         ("memory.limit_in_bytes", cap), ("memory.soft_limit_in_bytes", high))
     for name, value in names:
         path = os.path.join(d, name)
         if files.exists(path):
-            files.ensure(path, str(value))
+            files.ensure(path, value)
         else:
             report.unsupported.append(path)
+
+
+def enforce_root(root: RootMemory, driver: CgroupDriver, files: FilePort) -> EnforceReport:
+    """Write the reclaimed root's memory alone (the agent does it before the pods' own caps, so that
+    batch is never uncapped as a whole in between); the report says whether it took."""
+    report = EnforceReport()
+    start = len(files.changes)
+    try:
+        _root(root, driver, files, report)
+    except OSError as exc:
+        report.errors.append(f"reclaimed root {root.k8s_qos}: {exc.strerror or exc} ({exc.filename})")
+    report.changes = files.changes[start:]
+    return report
 
 
 def enforce_isolation(plan: IsolationPlan, pods: Sequence[Pod], driver: CgroupDriver, files: FilePort,
                       report: EnforceReport) -> None:
     """Write what `plan` asks into the pods' cgroups; appends to `report` (changes, unsupported, errors)."""
     by_uid: Mapping[str, Pod] = {p.uid: p for p in pods}
+    by_key: Mapping[str, Pod] = {p.key: p for p in pods}
     start, err_start = len(files.changes), len(report.errors)
     for io in plan.io:
         pod = by_uid.get(io.uid)
@@ -126,11 +144,16 @@ def enforce_isolation(plan: IsolationPlan, pods: Sequence[Pod], driver: CgroupDr
                     _net(pod, plan.net, driver, files, report)
                 except OSError as exc:
                     report.errors.append(f"{pod.key}: network class: {exc.strerror or exc} ({exc.filename})")
-    if plan.root is not None:
+    root = plan.root
+    if root is not None and root.memory_max_bytes is None and \
+            any(by_key[k].k8s_qos == root.k8s_qos for k in report.failed if k in by_key):
+        log.warning("reclaimed root %s: cap kept, a pod in it did not take its own cap", root.k8s_qos)
+        root = None
+    if root is not None:
         try:
-            _root(plan.root, driver, files, report)
+            _root(root, driver, files, report)
         except OSError as exc:
-            report.errors.append(f"reclaimed root {plan.root.k8s_qos}: {exc.strerror or exc} ({exc.filename})")
+            report.errors.append(f"reclaimed root {root.k8s_qos}: {exc.strerror or exc} ({exc.filename})")
     report.changes.extend(files.changes[start:])
     for e in report.errors[err_start:]:
         log.error("isolation: %s", e)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from node_enforcer.model.topology import format_cpulist
+from node_enforcer.policy.batch_memory import BatchMemory
 
 CFS_PERIOD_US = 100_000  # the kernel's default CFS period; quotas are written against it
 RECLAIMED_CPU_WEIGHT = 1  # v2 cpu.weight minimum (v1 cpu.shares 2): online work always wins
@@ -67,6 +68,7 @@ class CpuAllocation:
     refused: tuple[Refusal, ...] = ()
     problems: tuple[tuple[str, str], ...] = ()  # (pod, malformed annotation)
     notes: tuple[str, ...] = ()
+    batch_memory: BatchMemory | None = None  # how reclaimed pods are held to the plan's memory (None: no plan)
 
     def pod(self, key_or_uid: str) -> PodAllocation:
         for p in self.pods:
@@ -82,4 +84,5 @@ class CpuAllocation:
             "refused": [{"uid": r.uid, "pod": r.key, "reason": r.reason} for r in self.refused],
             "problems": [{"pod": k, "problem": v} for k, v in self.problems],
             "notes": list(self.notes),
+            "batch_memory": None if self.batch_memory is None else self.batch_memory.to_dict(),
         }

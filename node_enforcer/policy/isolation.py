@@ -6,8 +6,9 @@
   Katalyst's reclaimed pods are) gets `memory.max` = the plan's reclaimable memory and
   `memory.high` at `root_memory_high_ratio` of it (Katalyst's 0.95): the kernel reclaims and throttles
   batch as a whole before the OOM killer is needed. Written only when that cgroup holds batch pods
-  and nothing else — a limit there would otherwise cap online BestEffort pods too — and only with a
-  plan (no plan: the per-pod caps alone apply).
+  and nothing else (`policy.batch_memory` decides, and then splits the plan among the pods when it
+  cannot be used), and only with a plan (no plan: the pods' own limits alone apply). When online pods
+  share it, a cap there would cap them too: it is lifted (unlimited), the split holding batch.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from contracts.reclaim import ReclaimPlan
 from node_enforcer.model.devices import BlockDevice
 from node_enforcer.model.pod import Pod
 from node_enforcer.policy.allocation import CpuAllocation, PolicySettings
+from node_enforcer.policy.batch_memory import BatchMemory
 from node_enforcer.policy.io import IoSettings, PodIo, plan_io
 from node_enforcer.policy.network import NetPlan, NetworkSettings, plan_network
 
@@ -34,8 +36,8 @@ class IsolationSettings:
 @dataclass(frozen=True)
 class RootMemory:
     k8s_qos: str  # BestEffort / Burstable: the QoS cgroup under kubepods
-    memory_max_bytes: int
-    memory_high_bytes: int
+    memory_max_bytes: int | None  # None: unlimited (online pods share it; the batch pods' own caps hold them)
+    memory_high_bytes: int | None
 
 
 @dataclass(frozen=True)
@@ -70,37 +72,35 @@ class IsolationPlan:
             cap = self.net.classes[-1]
             lines.append(f"network: {self.net.device} HTB, reclaimed egress capped at {cap.rate} bit/s "
                          f"({self.net.classifier}, {len(self.net.reclaimed_uids)} pod(s))")
-        if self.root is not None:
-            lines.append(f"reclaimed root ({self.root.k8s_qos}): memory.max {self.root.memory_max_bytes >> 20} MiB, "
-                         f"memory.high {self.root.memory_high_bytes >> 20} MiB")
+        root = self.root
+        if root is not None and root.memory_max_bytes is None:
+            lines.append(f"reclaimed root ({root.k8s_qos}): no cap (online pods share it); the plan is split "
+                         "among the reclaimed pods")
+        elif root is not None and root.memory_max_bytes is not None:
+            lines.append(f"reclaimed root ({root.k8s_qos}): memory.max {root.memory_max_bytes >> 20} MiB, "
+                         f"memory.high {(root.memory_high_bytes or 0) >> 20} MiB")
         return lines + [f"note: {n}" for n in self.notes]
 
 
-def _root(pods: Sequence[Pod], reclaimed: set[str], reclaim: ReclaimPlan | None, ps: PolicySettings,
-          s: IsolationSettings, notes: list[str]) -> RootMemory | None:
-    if not s.root_memory or reclaim is None or not reclaimed:
+def root_memory(memory: BatchMemory | None, s: IsolationSettings) -> RootMemory | None:
+    """What the reclaimed root's cgroup gets: the plan's cap when batch holds it alone, unlimited
+    when online pods share it with batch (the split holds batch), else nothing is written."""
+    if not s.root_memory or memory is None:
         return None
-    classes = {p.k8s_qos for p in pods if p.uid in reclaimed}
-    if len(classes) != 1 or "Guaranteed" in classes:
-        notes.append(f"reclaimed pods span QoS classes {sorted(classes)}: no reclaimed root memory cap")
-        return None
-    qos = classes.pop()
-    others = sorted(p.key for p in pods if p.k8s_qos == qos and p.uid not in reclaimed)
-    if others:
-        notes.append(f"{qos} cgroup also holds {len(others)} online pod(s) ({others[0]}...): no reclaimed root "
-                     "memory cap (it would cap them too)")
-        return None
-    cap = max(int(reclaim.reclaimed_memory_bytes), ps.reclaimed_memory_floor_bytes)
-    return RootMemory(qos, cap, int(cap * s.root_memory_high_ratio))
+    if memory.root_qos is not None:
+        return RootMemory(memory.root_qos, memory.lent_bytes, int(memory.lent_bytes * s.root_memory_high_ratio))
+    if memory.shared_qos is not None:
+        return RootMemory(memory.shared_qos, None, None)
+    return None
 
 
 def plan_isolation(allocation: CpuAllocation, pods: Sequence[Pod], reclaim: ReclaimPlan | None,
                    devices: Sequence[BlockDevice], io_psi: float | None, s: IsolationSettings,
                    ps: PolicySettings | None = None) -> IsolationPlan:
-    """What the I/O, network and reclaimed-root controllers should hold for this allocation."""
+    """What the I/O, network and reclaimed-root controllers should hold for this allocation. The
+    root's memory follows the allocation's `batch_memory` (decided from `reclaim` and `ps` by the policy)."""
     reclaimed = {a.uid for a in allocation.pods if a.qos == QosLevel.RECLAIMED.value}
     batch = [(p.uid, p.key, p.annotations) for p in pods if p.uid in reclaimed]
-    notes: list[str] = []
     io = plan_io(batch, devices, io_psi, s.io)
-    root = _root(pods, reclaimed, reclaim, ps or PolicySettings(), s, notes)
-    return IsolationPlan(tuple(io), io_psi, plan_network([u for u, _, _ in batch], s.network), root, tuple(notes))
+    root = root_memory(allocation.batch_memory, s)
+    return IsolationPlan(tuple(io), io_psi, plan_network([u for u, _, _ in batch], s.network), root)

@@ -11,6 +11,8 @@ Pools, in the order they are carved out of the machine's cores:
 4. `share` — everything else, for `shared_cores` pods; a `cpuset_pool` name gets its own
    `share-<name>` pool carved from it (whole cores, sized by its pods' requests).
 
+Reclaimed pods' memory caps come from `batch_memory`: together they never exceed what the plan lends.
+
 Deterministic and stable: pods are visited in a fixed order; a dedicated pod keeps the cores it
 already holds (from the previous allocation or the checkpoint) while they stay valid; the reclaim
 pool takes the highest cores, so that a change of size moves only the cores at its edge.
@@ -27,6 +29,7 @@ from node_enforcer.model.qos import QosSource, QosSpec, parse_qos
 from node_enforcer.model.topology import Topology
 from node_enforcer.policy.allocation import (OOM_SCORE_ADJ_MIN, RECLAIMED_CPU_WEIGHT, CpuAllocation, PodAllocation,
                                              PolicySettings, Refusal)
+from node_enforcer.policy.batch_memory import batch_memory
 from node_enforcer.policy.cores import CorePlanner, named_share_pools
 
 
@@ -48,7 +51,7 @@ class _Pools:
     named: dict[str, frozenset[int]]
     dedicated: dict[str, frozenset[int]]
     refused_uids: frozenset[str]
-    memory_cap: int | None  # reclaimed pods' memory.max from the plan; None without a plan
+    memory_caps: Mapping[str, int]  # reclaimed pod uid -> its memory.max (batch_memory); empty without a plan
 
 
 def _order(pod: Pod) -> tuple[int, str, str, str, str]:
@@ -85,7 +88,7 @@ def _dedicated(planner: CorePlanner, ordered: Sequence[Pod], specs: Mapping[str,
 
 def _carve(topology: Topology, s: PolicySettings, planner: CorePlanner, ordered: Sequence[Pod],
            specs: Mapping[str, QosSpec], reclaim: ReclaimPlan | None, previous: Mapping[str, frozenset[int]],
-           ) -> tuple[_Pools, list[Refusal], list[str]]:
+           memory_caps: Mapping[str, int]) -> tuple[_Pools, list[Refusal], list[str]]:
     """Reserve, dedicated, share/reclaim and named pools, in that order; (pools, refusals, notes)."""
     reserve = planner.reserve()
     dedicated, refused = _dedicated(planner, ordered, specs, previous)
@@ -102,8 +105,8 @@ def _carve(topology: Topology, s: PolicySettings, planner: CorePlanner, ordered:
     reclaimed_cpus = reclaim_pool or share  # floor 0 and no room: batch runs on the share pool at weight 1
     named, share = named_share_pools(topology, s, share, reclaim_pool,
                                      [p for p in shared_pods if p.uid not in refused_uids], specs, notes)
-    cap = max(int(reclaim.reclaimed_memory_bytes), s.reclaimed_memory_floor_bytes) if reclaim is not None else None
-    return _Pools(reserve, share, reclaim_pool, reclaimed_cpus, named, dedicated, refused_uids, cap), refused, notes
+    return (_Pools(reserve, share, reclaim_pool, reclaimed_cpus, named, dedicated, refused_uids, memory_caps),
+            refused, notes)
 
 
 def _reclaimed(pod: Pod, spec: QosSpec, pools: _Pools, all_mems: frozenset[int], s: PolicySettings) -> PodAllocation:
@@ -111,9 +114,9 @@ def _reclaimed(pod: Pod, spec: QosSpec, pools: _Pools, all_mems: frozenset[int],
     reclaim_millis = len(pools.reclaimed_cpus) * 1000
     limit = pod.cpu_limit_millis
     quota = min(limit, reclaim_millis) if limit else reclaim_millis
-    mem_candidates = [v for v in (pod.memory_limit_bytes, pools.memory_cap) if v]
-    mem_max = min(mem_candidates) if mem_candidates else None
-    mem_high = int(mem_max * s.reclaimed_memory_high_ratio) if mem_max else None
+    # its share of the plan (at most its own limit); without a plan, its own limit
+    mem_max = pools.memory_caps.get(pod.uid, pod.memory_limit_bytes or None)
+    mem_high = None if mem_max is None else int(mem_max * s.reclaimed_memory_high_ratio)
     return PodAllocation(pod.uid, pod.key, spec.level.value, "reclaim", pools.reclaimed_cpus, all_mems,
                          cpu_weight=RECLAIMED_CPU_WEIGHT, cpu_quota_millis=max(quota, 10),
                          cpu_idle=True, memory_max_bytes=mem_max, memory_high_bytes=mem_high,
@@ -177,16 +180,23 @@ def plan(
     settings: PolicySettings | None = None,
     previous: Mapping[str, frozenset[int]] | None = None,
     resolver: QosSource | None = None,
+    root_memory: bool = True,
 ) -> CpuAllocation:
-    """Compute the node's allocation. `previous` maps pod uid -> cpus it holds as dedicated."""
+    """Compute the node's allocation. `previous` maps pod uid -> cpus it holds as dedicated;
+    `root_memory`: the reclaimed root's memory cap may hold batch as a whole (else the plan is split)."""
     s = settings or PolicySettings()
     resolver = resolver or _Annotations()
     specs = {p.uid: resolver.resolve(p) for p in pods}
     problems = tuple((p.key, specs[p.uid].problem or "") for p in pods if specs[p.uid].problem)
     ordered = sorted(pods, key=_order)
-    pools, refused, notes = _carve(topology, s, CorePlanner(topology, s), ordered, specs, reclaim, previous or {})
+    reclaimed = {p.uid for p in pods if specs[p.uid].level is QosLevel.RECLAIMED}
+    memory = batch_memory(pods, reclaimed, reclaim, s.reclaimed_memory_floor_bytes, root_memory)
+    pools, refused, notes = _carve(topology, s, CorePlanner(topology, s), ordered, specs, reclaim, previous or {},
+                                   {} if memory is None else memory.caps)
+    if memory is not None:
+        notes.append(memory.note)
     numa_load = {n: 0 for n in topology.numa_nodes}
     out = tuple(_place(pod, specs[pod.uid], pools, topology, s, numa_load) for pod in ordered)
     named_pools = {"reserve": pools.reserve, "share": pools.share, "reclaim": pools.reclaim, **pools.named}
     return CpuAllocation(pools=named_pools, dedicated=pools.dedicated, pods=out, refused=tuple(refused),
-                         problems=problems, notes=tuple(notes))
+                         problems=problems, notes=tuple(notes), batch_memory=memory)

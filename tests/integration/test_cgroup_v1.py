@@ -17,7 +17,7 @@ from contracts.reclaim import ReclaimPlan
 from node_enforcer.agent import Agent
 from node_enforcer.collect.topology import read_topology
 from node_enforcer.enforce.apply import enforce
-from node_enforcer.enforce.files import DryRunFiles, HostFiles
+from node_enforcer.enforce.files import V1_UNLIMITED, DryRunFiles, HostFiles
 from node_enforcer.policy.allocation import PolicySettings
 from node_enforcer.policy.plan import plan
 from node_enforcer.settings import EnforcerSettings
@@ -88,6 +88,52 @@ def test_shared_and_reclaimed_pools_on_real_cgroups(tree, topo):
     assert again.changes == [] and not again.errors
     usage = driver.memory_usage(batch, HostFiles())  # what eviction ranks victims by
     assert usage is not None and usage >= 0
+
+
+def _batch_bound(driver, pods, batch_uids, lent):
+    """What the kernel lets the batch pods use together, checked against what the agent says: the
+    BestEffort cgroup's limit while it holds batch alone, else the sum of the pods' own limits."""
+    root = int(_read(f"{driver.qos_dir('BestEffort', 'memory')}/memory.limit_in_bytes"))
+    caps = [int(_read(f"{driver.pod_dir(p, 'memory')}/memory.limit_in_bytes")) for p in pods if p.uid in batch_uids]
+    online_beside = [p for p in pods if p.k8s_qos == "BestEffort" and p.uid not in batch_uids]
+    if online_beside:
+        assert root >= V1_UNLIMITED, "the BestEffort cgroup holds online pods: its cap is lifted"
+        return sum(caps)
+    assert root == lent and all(c <= lent for c in caps)
+    return min(root, sum(caps))
+
+
+def test_batch_memory_stays_within_the_plan_as_pods_come_and_go(tree, topo, tmp_path):
+    """One Burstable online pod, batch pods, and BestEffort pods that are not batch (unannotated, a
+    typo, a zero-width space) added and removed between passes: whatever the mix, the limits the
+    kernel holds never let the batch pods together use more than the plan lends."""
+    lent = 256 * MiB
+    reclaim = ReclaimPlan("n1", "2026-11-30T00:00:00Z", 3600, reclaimed_millicpu=1000, reclaimed_memory_bytes=lent,
+                          shared_demand_millicpu=100)
+    web = make_pod("web", cpu="100m", memory="32Mi", k8s_qos="Burstable")
+    batch = [make_pod(f"batch-{i}", "reclaimed_cores", k8s_qos="BestEffort") for i in range(3)]
+    others = [make_pod("plain", k8s_qos="BestEffort"), make_pod("typo", "reclaimed", k8s_qos="BestEffort"),
+              make_pod("zwsp", "reclaimed_cores\u200b", k8s_qos="BestEffort")]
+    many = [make_pod(f"more-{i}", "reclaimed_cores", k8s_qos="BestEffort") for i in range(12)]
+    for p in (web, *batch, *others):
+        tree.add_pod(p)
+    for p in many:
+        tree.add_pod(p, start=False)  # cgroups only: many pods, few processes
+    current: list = []
+    s = EnforcerSettings(node="n1", checkpoint=str(tmp_path / "ck.json"),
+                         policy=PolicySettings(reserved_cpus=0, reclaim_floor_cpus=1, share_headroom=0))
+    agent = Agent(s, topo, lambda: list(current), tree.driver(), HostFiles(), reclaim=lambda: reclaim)
+    batch_uids = {p.uid for p in (*batch, *many)}
+    passes = [([web, *batch, others[0]], "split among 3 reclaimed pods"), ([web, *batch], "one cap of"),
+              ([web, *batch, *others, *many], "split among 15 reclaimed pods"), ([web, *batch, *many], "one cap of"),
+              ([web, batch[0], others[1]], "split among 1 reclaimed pod:"), ([web, *batch[:2], others[2]], "among 2")]
+    for pods, says in passes:
+        current[:] = pods
+        res = agent.reconcile_once()
+        assert not res.report.errors and not res.report.missing, res.report.errors
+        assert _batch_bound(tree.driver(), pods, batch_uids, lent) <= lent
+        assert says in res.allocation.batch_memory.note
+        assert agent.reconcile_once().report.changes == []  # and a second pass writes nothing
 
 
 def test_dedicated_pod_gets_exclusive_cores_and_keeps_them_across_restarts(tree, topo, tmp_path):

@@ -12,12 +12,15 @@ import subprocess
 
 import pytest
 
+from contracts.reclaim import ReclaimPlan
+from node_enforcer.agent import Agent
 from node_enforcer.collect.pressure import read_pressure
 from node_enforcer.collect.topology import read_topology
 from node_enforcer.enforce.apply import enforce
 from node_enforcer.enforce.files import HostFiles
 from node_enforcer.policy.allocation import PolicySettings
 from node_enforcer.policy.plan import plan
+from node_enforcer.settings import EnforcerSettings
 from testsupport import realcgroups as rc
 from testsupport.realcgroups import V2_ROOT, CgroupsNotWritable, RealTree, leftovers
 from tests.node_enforcer.conftest import make_pod
@@ -61,6 +64,28 @@ def test_v2_driver_on_the_real_unified_mount(tree):
     # the pod's own PSI, as eviction reads it
     p = read_pressure("/proc", psi_path=os.path.join(driver.pod_dir(batch), "memory.pressure"))
     assert p.psi_some_avg10 is not None and 0.0 <= p.psi_some_avg10 <= 100.0
+
+
+def test_batch_memory_on_the_real_unified_mount_stays_within_the_plan(tree, tmp_path):
+    """The reclaimed root's memory.max where the unified mount offers memory; where it does not (here),
+    the root cap cannot take, so the agent splits the plan among the batch pods and says so."""
+    lent = 256 * 2**20
+    reclaim = ReclaimPlan("n1", "2026-11-30T00:00:00Z", 3600, 1000, lent, 100)
+    batch = [make_pod(f"batch-{i}", "reclaimed_cores", k8s_qos="BestEffort") for i in range(2)]
+    for p in batch:
+        tree.add_pod(p)
+    s = EnforcerSettings(node="n1", checkpoint=str(tmp_path / "ck.json"),
+                         policy=PolicySettings(reserved_cpus=0, reclaim_floor_cpus=1))
+    driver = tree.driver()
+    res = Agent(s, read_topology("/sys"), lambda: batch, driver, HostFiles(), reclaim=lambda: reclaim).reconcile_once()
+    assert not res.report.errors and not res.report.missing
+    root = os.path.join(driver.qos_dir("BestEffort"), "memory.max")
+    if "memory" in set(open(os.path.join(V2_ROOT, "cgroup.controllers")).read().split()):
+        assert int(open(root).read()) == lent and "one cap of" in res.allocation.batch_memory.note
+        return
+    assert root in res.report.unsupported and not any(c.path.endswith("memory.max") for c in res.report.changes)
+    assert "split among 2 reclaimed pods" in res.allocation.batch_memory.note
+    assert sum(res.allocation.pod(p.key).memory_max_bytes for p in batch) <= lent
 
 
 def test_stale_trees_on_the_unified_mount_are_removed_and_live_ones_kept():

@@ -1,7 +1,12 @@
 """Shared helpers for the node-enforcer tests: fixture paths and a compact pod builder."""
 from __future__ import annotations
 
+import atexit
+import datetime as dt
+import json
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -13,8 +18,28 @@ TWO_SOCKET = os.path.join(SYSFS, "two-socket")
 FOUR_NUMA = os.path.join(SYSFS, "four-numa")
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 MIXED_PODS = os.path.join(DATA, "pods-mixed.yaml")
-# the annotation's own JSON (contracts.reclaim.plan_document), valid ten years so that the fixture never expires
-RECLAIM_PLAN = os.path.join(DATA, "reclaim-plan.json")
+# the annotation's own JSON (contracts.reclaim.plan_document): data/reclaim-plan.json's amounts, dated
+# now (a plan is honoured at most contracts.reclaim.MAX_PLAN_WINDOW after its generated_at)
+RECLAIM_PLAN_TEMPLATE = os.path.join(DATA, "reclaim-plan.json")
+
+
+def dated_plan(template: str, folder: str, hours: float = 20.0) -> str:
+    """A copy of the plan file `template` in `folder`, generated a minute ago and valid `hours`."""
+    with open(template, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    doc["generated_at"] = (now - dt.timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    doc["valid_until"] = (now + dt.timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    path = os.path.join(folder, os.path.basename(template))
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+    return path
+
+
+_PLAN_DIR = tempfile.mkdtemp(prefix="tidewise-plan-")
+atexit.register(shutil.rmtree, _PLAN_DIR, True)
+RECLAIM_PLAN = dated_plan(RECLAIM_PLAN_TEMPLATE, _PLAN_DIR)
+
 
 @pytest.fixture
 def two_socket():

@@ -16,7 +16,7 @@ from node_enforcer.model.devices import BlockDevice
 from node_enforcer.model.pressure import Pressure
 from node_enforcer.policy.eviction import EvictionSettings, choose_victims
 from node_enforcer.policy.io import IO_ANNOTATION, IoSettings, plan_io, pressure_factor
-from node_enforcer.policy.isolation import IsolationSettings, plan_isolation
+from node_enforcer.policy.isolation import IsolationSettings, RootMemory, plan_isolation
 from node_enforcer.policy.network import NetworkSettings, plan_network
 from node_enforcer.policy.plan import plan
 from tidewise.cli import main
@@ -88,13 +88,30 @@ def test_v2_io_max_and_weight_written_once_keyed_by_device(two_socket):
     assert again.changes == [] and again.errors == []
 
 
-def test_reclaimed_root_left_alone_when_online_pods_share_the_qos_cgroup(two_socket):
+def test_reclaimed_root_lifted_when_online_pods_share_the_qos_cgroup(two_socket):
     batch = make_pod("batch", "reclaimed_cores", k8s_qos="BestEffort")
+    batch2 = make_pod("batch2", "reclaimed_cores", k8s_qos="BestEffort")
     idle_web = make_pod("web", k8s_qos="BestEffort")  # a shared_cores pod without requests
+    pods = [batch, batch2, idle_web]
     reclaim = ReclaimPlan("n1", "2026-12-01T00:00:00Z", 3600, 1000, 1024 * MiB, 0)
-    iso = plan_isolation(plan(two_socket, [batch, idle_web], reclaim), [batch, idle_web], reclaim, [], None,
-                         IsolationSettings())
-    assert iso.root is None and "online pod(s) (default/web" in iso.notes[0]
+    alloc = plan(two_socket, pods, reclaim)
+    iso = plan_isolation(alloc, pods, reclaim, [], None, IsolationSettings())
+    # no cap on the cgroup the online pod shares (a stale one is lifted); the pods' own caps hold batch
+    assert iso.root == RootMemory("BestEffort", None, None)
+    assert [alloc.pod(p.key).memory_max_bytes for p in (batch, batch2)] == [512 * MiB, 512 * MiB]
+    assert "split among 2 reclaimed pods" in alloc.batch_memory.note and "online pod(s) (default/web" in \
+        alloc.batch_memory.note
+    for driver, cap, high, unlimited in ((V2Driver("/cg"), "memory.max", "memory.high", "max"),
+                                         (V1Driver("/cg"), "memory.limit_in_bytes", "memory.soft_limit_in_bytes", "-1")):
+        root = driver.qos_dir("BestEffort", "memory")
+        files = MemoryFiles({f"{root}/{cap}": str(1024 * MiB), f"{root}/{high}": str(900 * MiB)})
+        rep = EnforceReport()
+        enforce_isolation(iso, pods, driver, files, rep)
+        assert files.files[f"{root}/{cap}"] == unlimited and files.files[f"{root}/{high}"] == unlimited
+        # ... but not while a pod of that cgroup failed to take its own cap
+        files = MemoryFiles({f"{root}/{cap}": str(1024 * MiB), f"{root}/{high}": str(900 * MiB)})
+        enforce_isolation(iso, pods, driver, files, EnforceReport(failed=["default/batch2"]))
+        assert files.files[f"{root}/{cap}"] == str(1024 * MiB)
 
 
 def test_v1_net_prio_for_pod_and_containers_and_v2_reported_unsupported(two_socket):

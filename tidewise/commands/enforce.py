@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from node_enforcer.enforce.cgroups import CgroupDriver
     from node_enforcer.kube import KubeApi
     from node_enforcer.metrics import EnforcerMetrics, MetricsServer
+    from node_enforcer.model.topology import Topology
     from node_enforcer.settings import EnforcerSettings
 
 HELP = """\
@@ -161,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     list_pods = _pod_lister(s, node, kube, watch)
     if plan_from == "file" and s.reclaim_plan and (args.once or os.path.exists(s.reclaim_plan)):
         load_reclaim_plan(s.reclaim_plan, node)  # a bad file exits 2 now; in the loop a stale plan reclaims 0
-    writer, reclaim, evictor = _enforcement(s, node, plan_from, kube, watch)
+    writer, reclaim, evictor = _enforcement(s, node, plan_from, kube, watch, topo)
     metrics, server = _metrics(args, s, node)
     agent = Agent(s, topo, list_pods, driver, writer, reclaim, evictor, **_isolation(s, node, kube), metrics=metrics)
     if not args.once:
@@ -336,9 +337,10 @@ def _pod_lister(s: "EnforcerSettings", node: str, kube: "KubeApi | None", watch:
 
 
 def _enforcement(s: "EnforcerSettings", node: str, plan_from: str, kube: "KubeApi | None",
-                 watch: bool = False) -> tuple[Any, Any, Any]:
-    """The file writer (dry-run or host), the reclaim-plan loader and the evictor (None when disabled)."""
-    from node_enforcer.collect.reclaim import reclaim_loader
+                 watch: bool = False, topo: "Topology | None" = None) -> tuple[Any, Any, Any]:
+    """The file writer (dry-run or host), the reclaim-plan loader (a plan cut to the node's capacity)
+    and the evictor (None when disabled)."""
+    from node_enforcer.collect.reclaim import node_capacity, reclaim_loader
     from node_enforcer.enforce.evictor import Evictor
     from node_enforcer.enforce.files import DryRunFiles, HostFiles
 
@@ -347,11 +349,12 @@ def _enforcement(s: "EnforcerSettings", node: str, plan_from: str, kube: "KubeAp
     if s.dry_run:
         ev_settings = dataclasses.replace(ev_settings, dry_run=True)
     evictor = Evictor(ev_settings, kube, node=node) if s.eviction_enabled else None
+    capacity = None if topo is None else node_capacity(topo, s.proc_root)
     if plan_from == "api":
         annotations = kube.watched_annotations(node) if watch else lambda: kube.node_annotations(node)  # type: ignore[union-attr]
-        reclaim = reclaim_loader(None, node, annotations=annotations)
+        reclaim = reclaim_loader(None, node, annotations=annotations, capacity=capacity)
     else:
-        reclaim = reclaim_loader(s.reclaim_plan if plan_from == "file" else None, node)
+        reclaim = reclaim_loader(s.reclaim_plan if plan_from == "file" else None, node, capacity=capacity)
     return writer, reclaim, evictor
 
 
