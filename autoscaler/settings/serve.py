@@ -10,8 +10,10 @@ from autoscaler.settings.rebalance import RebalanceSettings
 from autoscaler.settings.select import SelectSettings
 from autoscaler.settings.tide import TideSettings
 from contracts.annotations import NUMA_ANNOTATION
+from contracts.errors import InputError
 from contracts.qos import QOS_ANNOTATION, RECLAIMED_MEMORY, RECLAIMED_MILLICPU
 from contracts.quantity import GIB, MIB
+from contracts.reclaim import MAX_PLAN_WINDOW
 from predictor.durations import parse_duration
 
 
@@ -174,6 +176,14 @@ class ReclaimSettings:
     forecast_step: str = "1h"  # each step's highest value: 24 numbers a resource, ~1 KiB a node
     forecast_valid: str = "2h"  # the extender scores a node neutrally once its forecast is this old
     forecast_refresh: str = "30m"  # rewritten this often at most, unless the plan is rewritten anyway
+
+    def check(self) -> None:
+        """InputError naming `window` when it is not a duration, or longer than a node agent honours a
+        plan (`contracts.reclaim.MAX_PLAN_WINDOW`: the agent would cut the plan's validity short)."""
+        window = parse_duration(self.window, what="serve.reclaim.window")
+        if window.to_pytimedelta() > MAX_PLAN_WINDOW:
+            raise InputError(f"serve.reclaim.window {self.window!r}: at most {MAX_PLAN_WINDOW.total_seconds() / 3600:g}h, "
+                             f"the longest a node agent honours a reclaim plan; set a shorter window")
 
 
 @dataclass

@@ -119,3 +119,16 @@ def test_serve_refuses_a_bad_peaks_window_with_exit_2(tmp_path):
                    "--input", str(tmp_path / "history.parquet"))
     assert proc.returncode == 2 and "serve.guardrails.peaks_window" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("section, key", [("vpa:\n    pod_life: a day", "serve.vpa.pod_life"),
+                                          ("vpa:\n    in_place_memory_margin: 2", "in_place_memory_margin"),
+                                          ("reclaim:\n    window: 48h", "serve.reclaim.window")])
+def test_serve_refuses_a_bad_life_margin_or_plan_window_with_exit_2(tmp_path, section, key):
+    """A reclaim window longer than a node agent honours a plan (24 h) would be cut short on the node."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"serve:\n  {section}\n")
+    proc = run_cli("--config", str(bad), "serve", "--once", "--source", "file",
+                   "--input", str(tmp_path / "history.parquet"))
+    assert proc.returncode == 2 and key in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

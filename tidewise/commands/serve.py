@@ -107,6 +107,8 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
     guardrails = settings_from(GuardrailSettings, section.get("guardrails"), "serve.guardrails",
                                kill_switch_file=args.kill_switch)
     guardrails.check()
+    reclaim = settings_from(ReclaimSettings, section.get("reclaim"), "serve.reclaim")
+    reclaim.check()
     return ServeSettings(
         ui=serve_ui.ui_settings(args, section.get("ui")),
         select=_select(section.get("select")),
@@ -116,7 +118,7 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
         tide=tide,
         vpa=vpa,
         hpa=settings_from(HpaSettings, section.get("hpa"), "serve.hpa"),
-        reclaim=settings_from(ReclaimSettings, section.get("reclaim"), "serve.reclaim"),
+        reclaim=reclaim,
         guardrails=guardrails,
         loop=settings_from(LoopSettings, section.get("loop"), "serve.loop", interval=args.interval, step=args.step,
                            forecast_model=args.model, registry_key_file=args.registry_key,
