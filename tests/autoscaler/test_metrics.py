@@ -98,6 +98,7 @@ def test_serve_listens_on_loopback_unless_told_otherwise():
     assert address() == ("127.0.0.1", 8080)
     assert address("--port", "9000") == ("127.0.0.1", 9000)
     assert address("--host", "0.0.0.0") == ("0.0.0.0", 8080)
+    assert address("--host", "::", "--port", "0") == ("::", 0)
     assert address("--metrics-address", "0.0.0.0:8080") == ("0.0.0.0", 8080)
     assert HealthServer(Metrics(), port=0).host == "127.0.0.1"
 
@@ -195,8 +196,8 @@ def test_every_address_when_asked():
     (["--metrics-address", "999.1.1.1:80"], "--metrics-address '999.1.1.1:80': '999.1.1.1' is not an IPv4 or IPv6 "
                                             "address or a host name (for example 127.0.0.1:8080"),
     (["--metrics-address", "127.0.0.1:65536"], "--metrics-address '127.0.0.1:65536' is not HOST:PORT with a port 0-65535"),
-    (["--host", "999.1.1.1"], "--host '999.1.1.1' is not an IPv4 or IPv6 address or a host name: give an address"),
-    (["--port", "70000"], "--port 70000: a port is 0-65535"),
+    (["--host", "999.1.1.1"], "--host/--port '999.1.1.1:8080': '999.1.1.1' is not an IPv4 or IPv6 address"),
+    (["--port", "70000"], "--host/--port '127.0.0.1:70000' is not HOST:PORT with a port 0-65535"),
 ])
 def test_a_bad_metrics_address_is_one_line_and_exit_2(serve_inputs, extra, message):
     # a malformed address is refused even where --once would never listen

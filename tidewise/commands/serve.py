@@ -149,25 +149,19 @@ def _select(section: dict | None):  # -> SelectSettings
 def _metrics_address(args: argparse.Namespace) -> tuple[str, int]:
     """(host, port) of /metrics: --metrics-address, or the older --host/--port pair (not both)."""
     from contracts.errors import InputError
-    from contracts.http_endpoint import check_host, parse_listen_address
+    from contracts.http_endpoint import parse_listen_address
 
     if args.metrics_address is not None and (args.host is not None or args.port is not None):
         raise InputError("--metrics-address HOST:PORT replaces --host and --port: give one or the other")
-    if args.metrics_address is None:
-        host, port = parse_listen_address(METRICS_DEFAULT)
-        if args.host is not None:
-            try:
-                host = check_host(args.host.strip("[]"))
-            except ValueError as exc:
-                raise InputError(f"--host {exc}: give an address of this machine, for example 127.0.0.1 or 0.0.0.0") \
-                    from None
-        if args.port is not None and not 0 <= args.port <= 65535:
-            raise InputError(f"--port {args.port}: a port is 0-65535 (0: no /metrics)")
-        return host, port if args.port is None else args.port
+    flag, text = "--metrics-address", args.metrics_address
+    if text is None:  # the older pair, each defaulting to its part of METRICS_DEFAULT
+        host, port = METRICS_DEFAULT.rsplit(":", 1)
+        host, port = (args.host or host).strip("[]"), port if args.port is None else args.port
+        flag, text = "--host/--port", f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
-        return parse_listen_address(args.metrics_address)
+        return parse_listen_address(text)
     except ValueError as exc:
-        raise InputError(f"--metrics-address {exc}") from None
+        raise InputError(f"{flag} {exc}") from None
 
 
 def _report_dict(rep, features) -> dict:
