@@ -138,26 +138,14 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-def parse_listen_address(text: str) -> tuple[str, int]:
-    """`HOST:PORT` (`127.0.0.1:8080`, `[::1]:8080`, `:8080` for every IPv4 address) -> (host, port).
-    ValueError names what is wrong; port 0 means no HTTP server."""
-    host, sep, port_text = text.strip().rpartition(":")
-    if not sep or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ValueError(f"{text!r} is not HOST:PORT with a port 0-65535 (for example 127.0.0.1:8080 or 0.0.0.0:8080)")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]  # IPv6 in brackets
-    elif ":" in host:
-        raise ValueError(f"{text!r}: write an IPv6 address in brackets, for example [::1]:8080")
-    return host or "0.0.0.0", int(port_text)
-
-
 class HealthServer(Endpoint):
     """One HTTP port: /metrics, /healthz (the process loop is alive), /readyz (a run succeeded
     recently and this replica may act: it leads, or there is no election). It listens on `host`
-    only: 0.0.0.0 in a pod (Prometheus scrapes the pod IP; deploy/serve-networkpolicy.yaml admits
-    only the scraper), 127.0.0.1 where nothing but this machine should read it."""
+    only: 127.0.0.1 by default (a review on a laptop shows nothing to the network), 0.0.0.0 in a pod
+    (deploy/serve.yaml: Prometheus scrapes the pod IP; deploy/serve-networkpolicy.yaml admits only
+    the scraper)."""
 
-    def __init__(self, metrics: Metrics, host: str = "0.0.0.0", port: int = 8080,
+    def __init__(self, metrics: Metrics, host: str = "127.0.0.1", port: int = 8080,
                  live: Callable[[], bool] = lambda: True, ready: Callable[[], bool] = lambda: True):
         self.metrics = metrics
         self.live = live

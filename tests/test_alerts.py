@@ -1,12 +1,14 @@
 """deploy/alerts.yaml and deploy/alerts.rules.yaml: the same rules twice, valid for promtool and the
 PrometheusRule CRD, every alert unit-tested firing and not firing (tests/alerts/alerts_test.yaml),
-written only on metrics the code exports, each with its runbook section in docs/alerts.md."""
+written only on metrics the code exports, each with its runbook section in docs/alerts.md at an
+absolute address (one base, set once in deploy/kustomization.yaml)."""
 from __future__ import annotations
 
 import os
 import re
 import shutil
 import subprocess
+import urllib.parse
 from typing import Any
 
 import pytest
@@ -37,6 +39,26 @@ def _load(path: str) -> Any:
 RULE = _load(os.path.join(ROOT, "deploy", "alerts.yaml"))
 RULES = _load(RULE_FILE)
 ALERTS = [r for g in RULES["groups"] for r in g["rules"] if "alert" in r]
+# the runbooks' base: one literal of deploy/kustomization.yaml, the default of the plain files
+[RUNBOOK_BASE] = [lit.split("=", 1)[1] for g in _load(os.path.join(ROOT, "deploy", "kustomization.yaml"))["configMapGenerator"]
+                  if g["name"] == "tidewise-runbooks" for lit in g["literals"] if lit.startswith("base=")]
+
+
+def _anchor(heading: str) -> str:
+    """The anchor a Markdown renderer (GitHub's) gives a heading: lower case, spaces to hyphens,
+    punctuation but hyphens and underscores dropped."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _check_runbook_urls(alerts: list[dict[str, Any]], base: str) -> None:
+    """Every alert's runbook_url is `base` + `#` + the anchor of its own section of docs/alerts.md,
+    and absolute: Alertmanager and the pages it feeds open it as it is, from anywhere."""
+    anchors = {_anchor(h) for h in _runbook_sections()}
+    for a in alerts:
+        url = a["annotations"]["runbook_url"]
+        parts = urllib.parse.urlsplit(url)
+        assert parts.scheme == "https" and parts.netloc and parts.path.endswith("/docs/alerts.md"), url
+        assert url == f"{base}#{a['alert'].lower()}" and parts.fragment in anchors, url
 
 
 def _promtool() -> str:
@@ -141,7 +163,32 @@ def test_every_alert_has_a_for_a_severity_a_summary_a_description_and_its_runboo
         assert a.get("for"), a["alert"]
         assert a["labels"]["severity"] in ("critical", "warning", "info"), a["alert"]
         assert {"summary", "description", "runbook_url"} <= set(a["annotations"]), a["alert"]
-        assert a["annotations"]["runbook_url"] == f"docs/alerts.md#{a['alert'].lower()}", a["alert"]
+    _check_runbook_urls(ALERTS, RUNBOOK_BASE)
+
+
+def test_the_runbook_base_is_set_once_in_kustomize(tmp_path):
+    """deploy/alerts.yaml added to the base's resources, with another base in the tidewise-runbooks
+    literal: every rendered runbook_url carries it, anchors kept; the generator itself is not applied."""
+    from tests.test_kustomize import render
+
+    copied = shutil.copytree(os.path.join(ROOT, "deploy"), tmp_path / "deploy")
+    k = _load(str(copied / "kustomization.yaml"))
+    k["resources"].append("alerts.yaml")
+    (copied / "kustomization.yaml").write_text(yaml.safe_dump(k))
+    rendered = {(o["kind"], o["metadata"]["name"]): o for o in render(str(copied))}
+    rule = rendered[("PrometheusRule", "tidewise")]
+    alerts = [r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+    assert len(alerts) == len(ALERTS)
+    _check_runbook_urls(alerts, RUNBOOK_BASE)  # the shipped base, as the plain files have it
+    elsewhere = "https://runbooks.example.com/platform/tidewise/docs/alerts.md"
+    for g in k["configMapGenerator"]:
+        if g["name"] == "tidewise-runbooks":
+            g["literals"] = [f"base={elsewhere}"]
+    (copied / "kustomization.yaml").write_text(yaml.safe_dump(k))
+    rendered = {(o["kind"], o["metadata"]["name"]): o for o in render(str(copied))}
+    rule = rendered[("PrometheusRule", "tidewise")]
+    _check_runbook_urls([r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r], elsewhere)
+    assert not [key for key in rendered if key[1].startswith("tidewise-runbooks")]
 
 
 def test_every_alert_has_its_runbook_section_and_every_section_an_alert():

@@ -27,12 +27,15 @@ PATH_FLAGS = ("config", "kill_switch", "registry", "registry_key", "checkpoint",
 
 
 def _docs() -> list[dict[str, Any]]:
+    """Every object of deploy/*.yaml and of the kustomize components' folders (deploy/apply/*.yaml,
+    deploy/tide/*.yaml), each with its `_file` relative to deploy/ ("serve.yaml", "apply/...")."""
     out = []
-    for path in sorted(glob.glob(os.path.join(ROOT, "deploy", "*.yaml"))):
+    paths = glob.glob(os.path.join(ROOT, "deploy", "*.yaml")) + glob.glob(os.path.join(ROOT, "deploy", "*", "*.yaml"))
+    for path in sorted(paths):
         with open(path, encoding="utf-8") as fh:
-            # objects only: not deploy/kustomization.yaml (kind Kustomization) nor a file without kinds
-            out += [dict(d, _file=os.path.basename(path)) for d in yaml.safe_load_all(fh)
-                    if d and d.get("kind") not in (None, "Kustomization")]
+            # objects only: not a kustomization.yaml (kind Kustomization or Component) nor a file without kinds
+            out += [dict(d, _file=os.path.relpath(path, os.path.join(ROOT, "deploy"))) for d in yaml.safe_load_all(fh)
+                    if d and d.get("kind") not in (None, "Kustomization", "Component")]
     return out
 
 

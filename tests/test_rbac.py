@@ -9,7 +9,9 @@ request the fake records is turned into the rule it needs (the URL's group, reso
 subresource; the HTTP method and `?watch` into the verb). Kinds read through an informer
 (`watched`) need `watch` on the same path as their `list`. No table of grants is written by hand.
 serve's rights to move pods (evictions, PodDisruptionBudget reads) are in
-deploy/serve-moves-rbac.yaml, and only `--tide` / `--rebalance` reach the code that uses them.
+deploy/serve-moves-rbac.yaml, and only `--tide` / `--rebalance` reach the code that uses them; its
+rights to write (and the Lease) are in deploy/apply/serve-write-rbac.yaml, and only `--apply` reaches
+the code that writes: deploy/serve.yaml, the review install, grants reads only.
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 Rule = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
 SERVE_BASE = {"serve.yaml"}
 SERVE_OPT_IN = {"serve-katalyst-rbac.yaml", "serve-moves-rbac.yaml"}
+SERVE_APPLY = {"apply/serve-write-rbac.yaml"}  # kustomize/apply's component deploy/apply
+READS = {"get", "list", "watch"}
 # granted and unused: none (every rule of every role is called by the code)
 KNOWN_UNUSED: set[tuple[str, Rule]] = set()
 
@@ -231,4 +235,19 @@ def test_serve_as_shipped_is_granted_no_moves_and_needs_none():
     args.tide = True  # with --tide (or --rebalance) both are reached
     s = _settings(args)
     assert _evictor(args, s, kube=object()) is not None and "PodDisruptionBudget" in _extra_kinds(s)
-    assert grants("tidewise-serve", SERVE_BASE | SERVE_OPT_IN) == grants("tidewise-serve")
+    assert grants("tidewise-serve", SERVE_BASE | SERVE_OPT_IN | SERVE_APPLY) == grants("tidewise-serve")
+
+
+def test_review_is_granted_the_reads_serve_makes_and_apply_the_writes():
+    """deploy/serve.yaml (review: no --apply) grants exactly the list/watch serve's informers make of
+    the kinds it always reads; deploy/apply/serve-write-rbac.yaml exactly the other calls (patches,
+    creates, the HPA re-read on a conflict, the Lease), which only --apply reaches: review's sink
+    writes nothing and only --apply elects a leader (tests/autoscaler/test_serve_rights.py runs it)."""
+    used, opt_in = used_by_serve(), grants("tidewise-serve", SERVE_OPT_IN)
+    review, apply = grants("tidewise-serve", SERVE_BASE), grants("tidewise-serve", SERVE_APPLY)
+    assert review == {r for r in used if r[2] in ("list", "watch")} - opt_in
+    assert apply == {r for r in used if r[2] not in ("list", "watch")} - opt_in
+    assert {v for _, _, v in review} <= READS and not review & apply
+    # the two writes the brief names: HPA patch and SPD create/patch, only in apply
+    assert ("autoscaling", "horizontalpodautoscalers", "patch") in apply - review
+    assert {("workload.katalyst.kubewharf.io", "serviceprofiledescriptors", v) for v in ("create", "patch")} <= apply

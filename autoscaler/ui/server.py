@@ -1,5 +1,6 @@
 """The live page's HTTP server (`tidewise serve --ui`): a thread serving the latest completed run,
-read-only. Only GET (anything else 405), unknown paths 404, no headers or configuration echoed.
+read-only. Only GET and HEAD (the same answer without its body; anything else 405), unknown paths 404,
+no headers or configuration echoed.
 
   /                      the fleet, per namespace
   /ns/<namespace>        one namespace's workloads
@@ -91,14 +92,16 @@ class UiServer(Endpoint):
                     code, ctype, body = 500, "text/plain; charset=utf-8", b"internal error (see the serve log)\n"
                 self._send(code, ctype, body)
 
+            do_HEAD = do_GET  # noqa: N815 - a GET's status and headers; `reply` sends no body for a HEAD
+
             def __getattr__(self, name: str) -> Any:
-                # every other method (POST, PUT, DELETE, HEAD, ...): read-only, 405
+                # every other method (POST, PUT, DELETE, ...): read-only, 405
                 if name.startswith("do_"):
                     return self._not_allowed
                 raise AttributeError(name)
 
             def _not_allowed(self) -> None:
-                self._send(405, "text/plain; charset=utf-8", b"read-only: only GET\n", {"Allow": "GET"})
+                self._send(405, "text/plain; charset=utf-8", b"read-only: only GET and HEAD\n", {"Allow": "GET, HEAD"})
 
             def _send(self, code: int, ctype: str, body: bytes, extra: dict[str, str] | None = None) -> None:
                 reply(self, code, body, ctype, {**HEADERS, **(extra or {})})

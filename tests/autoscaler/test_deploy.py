@@ -1,4 +1,4 @@
-"""deploy/serve*.yaml: valid against Kubernetes' schemas, least privilege, runnable arguments (the
+"""deploy/serve*.yaml, deploy/apply/ and deploy/tide/: valid against Kubernetes' schemas, least privilege, runnable arguments (the
 Dockerfile's stages: tests/integration/test_image.py)."""
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import yaml
 
 from tests.autoscaler.conftest import ROOT, validate_object
 
-FILES = ["deploy/serve.yaml", "deploy/serve-katalyst-rbac.yaml", "deploy/serve-moves-rbac.yaml"]
+FILES = ["deploy/serve.yaml", "deploy/serve-katalyst-rbac.yaml", "deploy/serve-moves-rbac.yaml",
+         "deploy/apply/serve-write-rbac.yaml", "deploy/tide/serve-tide-policy.yaml"]
 
 
 def docs(path):
@@ -77,7 +78,9 @@ def test_deployment_runs_serve_as_non_root_with_probes_and_valid_arguments():
 
     args = build_parser().parse_args(c["args"])
     assert args.command == "serve" and not args.apply and args.source == "prometheus"  # review mode first
-    assert args.port == c["ports"][0]["containerPort"]
+    from tidewise.commands.serve import _metrics_address
+
+    assert _metrics_address(args) == ("0.0.0.0", c["ports"][0]["containerPort"])  # Prometheus scrapes the pod IP
     cm = next(o for o in docs("deploy/serve.yaml") if o["kind"] == "ConfigMap")
     assert args.kill_switch == "/etc/tidewise/kill-switch" and "kill-switch" in cm["data"]
     # the shipped config file is accepted by the serve command's settings loader

@@ -14,12 +14,15 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from autoscaler.metrics import HealthServer, Metrics, parse_listen_address
+from autoscaler.metrics import HealthServer, Metrics
 from autoscaler.output.sinks import DryRunSink
 from autoscaler.routines.loop import ServingLoop
+from contracts.http_endpoint import parse_listen_address
 from predictor.history import write_long
 from tests.autoscaler.conftest import ROOT, fast_settings, StaticCluster, source_of
 from tests.conftest import run_cli
+from tidewise.cli import build_parser
+from tidewise.commands.serve import _metrics_address
 
 
 def get(url):
@@ -72,16 +75,50 @@ def test_each_metrics_object_has_its_own_registry():
 # --metrics-address -------------------------------------------------------------------------------
 @pytest.mark.parametrize("text,expected", [
     ("127.0.0.1:8080", ("127.0.0.1", 8080)), ("0.0.0.0:9100", ("0.0.0.0", 9100)), (":8080", ("0.0.0.0", 8080)),
-    ("[::1]:8080", ("::1", 8080)), ("127.0.0.1:0", ("127.0.0.1", 0)),
+    ("[::1]:8080", ("::1", 8080)), ("127.0.0.1:0", ("127.0.0.1", 0)), ("localhost:65535", ("localhost", 65535)),
+    ("[::]:8080", ("::", 8080)), ("serve-0.tidewise.svc:8080", ("serve-0.tidewise.svc", 8080)),
 ])
 def test_metrics_address_parses(text, expected):
     assert parse_listen_address(text) == expected
 
 
-@pytest.mark.parametrize("text", ["8080", "127.0.0.1", "127.0.0.1:http", "127.0.0.1:70000", "::1:8080", ""])
+@pytest.mark.parametrize("text", ["8080", "127.0.0.1", "127.0.0.1:http", "127.0.0.1:70000", "::1:8080", "",
+                                  "999.1.1.1:80", "10.0.0:80", "[127.0.0.1]:80", "-host:80", "a..b:80", "a b:80",
+                                  "host_name:80", "[::g]:80", "127.0.0.1:-1", "x" * 64 + ":80"])
 def test_a_bad_metrics_address_is_refused(text):
     with pytest.raises(ValueError):
         parse_listen_address(text)
+
+
+def test_serve_listens_on_loopback_unless_told_otherwise():
+    """A `--cluster-state` review on a laptop shows /metrics to no one else; deploy/serve.yaml says 0.0.0.0."""
+    def address(*flags):
+        return _metrics_address(build_parser().parse_args(["serve", *flags]))
+
+    assert address() == ("127.0.0.1", 8080)
+    assert address("--port", "9000") == ("127.0.0.1", 9000)
+    assert address("--host", "0.0.0.0") == ("0.0.0.0", 8080)
+    assert address("--host", "::", "--port", "0") == ("::", 0)
+    assert address("--metrics-address", "0.0.0.0:8080") == ("0.0.0.0", 8080)
+    assert HealthServer(Metrics(), port=0).host == "127.0.0.1"
+
+
+def test_head_answers_as_get_without_a_body():
+    server = HealthServer(Metrics(), "127.0.0.1", 0).start()
+    try:
+        for path, code in (("/metrics", 200), ("/healthz", 200), ("/nope", 404)):
+            req = urllib.request.Request(f"http://127.0.0.1:{server.port}{path}", method="HEAD")
+            try:
+                with urllib.request.urlopen(req, timeout=5) as r:
+                    got, headers, body = r.status, r.headers, r.read()
+            except urllib.error.HTTPError as e:
+                got, headers, body = e.code, e.headers, e.read()
+            assert got == code and body == b"", path
+            assert int(headers["Content-Length"]) == len(get(f"http://127.0.0.1:{server.port}{path}")[1].encode()) \
+                or path == "/metrics"  # the exposition's own timings move between two scrapes
+            assert headers["Content-Type"]
+    finally:
+        server.stop()
 
 
 def listening(port: int) -> list[str]:
@@ -144,7 +181,7 @@ def test_metrics_address_loopback_listens_on_loopback_only(serve_inputs):
     assert f"metrics on 127.0.0.1:{port}" in err
 
 
-def test_the_default_still_listens_on_every_address():
+def test_every_address_when_asked():
     server = HealthServer(Metrics(), "0.0.0.0", 0).start()
     try:
         assert listening(server.port) == ["0.0.0.0"]
@@ -156,8 +193,15 @@ def test_the_default_still_listens_on_every_address():
     (["--metrics-address", "localhost"], "--metrics-address 'localhost' is not HOST:PORT"),
     (["--metrics-address", "127.0.0.1:9", "--port", "9"], "--metrics-address HOST:PORT replaces --host and --port"),
     (["--metrics-address", "192.0.2.1:9"], "--metrics-address 192.0.2.1:9: cannot listen"),
+    (["--metrics-address", "999.1.1.1:80"], "--metrics-address '999.1.1.1:80': '999.1.1.1' is not an IPv4 or IPv6 "
+                                            "address or a host name (for example 127.0.0.1:8080"),
+    (["--metrics-address", "127.0.0.1:65536"], "--metrics-address '127.0.0.1:65536' is not HOST:PORT with a port 0-65535"),
+    (["--host", "999.1.1.1"], "--host/--port '999.1.1.1:8080': '999.1.1.1' is not an IPv4 or IPv6 address"),
+    (["--port", "70000"], "--host/--port '127.0.0.1:70000' is not HOST:PORT with a port 0-65535"),
 ])
 def test_a_bad_metrics_address_is_one_line_and_exit_2(serve_inputs, extra, message):
-    proc = run_cli(*serve_inputs, *extra)
+    # a malformed address is refused even where --once would never listen
+    proc = run_cli(*serve_inputs, *extra, *([] if "cannot listen" in message else ["--once"]))
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

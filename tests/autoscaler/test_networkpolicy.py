@@ -7,6 +7,8 @@ import os
 import yaml
 
 from tests.autoscaler.conftest import ROOT, validate_object
+from tidewise.cli import build_parser
+from tidewise.commands.serve import _metrics_address
 
 
 def docs(path):
@@ -38,9 +40,9 @@ def test_the_policy_validates_and_admits_only_the_scraper_to_the_metrics_port():
     (port,) = rule["ports"]
     (container,) = dep["spec"]["template"]["spec"]["containers"]
     assert port == {"protocol": "TCP", "port": container["ports"][0]["containerPort"]}
-    # ... which is the port the command listens on, and the one Prometheus is told to scrape
-    args = container["args"]
-    assert int(args[args.index("--port") + 1]) == port["port"]
+    # ... which is the port the command listens on, on every address of the pod (the CLI's default is
+    # loopback, which Prometheus could not scrape), and the one Prometheus is told to scrape
+    assert _metrics_address(build_parser().parse_args(container["args"])) == ("0.0.0.0", port["port"])
     assert int(dep["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"]) == port["port"]
 
 

@@ -217,11 +217,18 @@ def test_a_workload_page_shows_each_resource_its_regime_reason_and_plot(served):
     assert html.count('<svg class="plot"') == 2 and html.count('class="band"') == 2 and 'class="usage"' in html
 
 
-def test_only_get_unknown_paths_404_and_names_escaped(served):
+def test_only_get_and_head_unknown_paths_404_and_names_escaped(served):
     base, doc, *_ = served
-    for method in ("POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"):
+    for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
         code, _, headers = get(base + "/", method)
-        assert code == 405 and headers["Allow"] == "GET", method
+        assert code == 405 and headers["Allow"] == "GET, HEAD", method
+    for path, want in (("/", 200), ("/decisions.json", 200), ("/nope", 404)):
+        # HEAD: the GET's status and headers (the length of the body it would send), and no body
+        code, body, headers = get(base + path, "HEAD")
+        full, page, got = get(base + path)
+        assert code == full == want and body == "", path
+        assert headers["Content-Length"] == str(len(page.encode())) and headers["Content-Type"] == got["Content-Type"]
+        assert headers["Content-Security-Policy"] == got["Content-Security-Policy"]
     for path in ("/nope", "/ns/nope", "/w/a/b", "/w/" + doc["workloads"][0]["key"] + "x", "/decisions.json/x"):
         assert get(base + path)[0] == 404, path
     code, html, _ = get(base + "/ns/%3Cscript%3Ealert(1)%3C%2Fscript%3E")

@@ -74,6 +74,7 @@ def test_the_command_serves_from_a_cluster_state_file_and_stops_on_sigterm(tmp_p
 @pytest.mark.parametrize("flags, needle", [
     (["--listen", "nowhere"], "--listen 'nowhere'"),
     (["--listen", "127.0.0.1:99999"], "HOST:PORT"),
+    (["--listen", "999.1.1.1:8888"], "--listen '999.1.1.1:8888': '999.1.1.1' is not an IPv4 or IPv6 address"),
     (["--stale-after", "soon", "--cluster-state", "x.json"], "--stale-after 'soon'"),
     (["--explain-pods", "-1", "--cluster-state", "x.json"], "--explain-pods"),
     (["--cluster-state", "/nonexistent/state.json"], "/nonexistent/state.json: no such file"),
@@ -82,6 +83,14 @@ def test_the_command_serves_from_a_cluster_state_file_and_stops_on_sigterm(tmp_p
 ])
 def test_bad_flags_exit_2_with_one_line(flags, needle):
     one_line_error(run_cli("extender", *flags, timeout=60), 2, needle)
+
+
+def test_the_extender_listens_on_loopback_unless_told_otherwise():
+    """Outside its manifest (which says 0.0.0.0:8888 behind its NetworkPolicy) nothing else reaches it."""
+    from tidewise.cli import build_parser
+    from tidewise.commands.extender import _listen
+
+    assert _listen(build_parser().parse_args(["extender"]).listen) == ("127.0.0.1", 8888)
 
 
 def test_a_cluster_state_that_is_not_yaml_is_one_line(tmp_path):

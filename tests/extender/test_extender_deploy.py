@@ -103,10 +103,12 @@ def test_the_extender_deployment_runs_the_command_behind_its_service():
     assert pod["securityContext"]["runAsNonRoot"] is True and c["securityContext"]["allowPrivilegeEscalation"] is False
     assert pod["serviceAccountName"] == "tidewise-extender"
     from tidewise.cli import build_parser
+    from tidewise.commands.extender import _listen
 
     args = build_parser().parse_args(c["args"])
     assert args.command == "extender" and not args.cluster_state and not args.no_node_cache
-    port = int(args.listen.rsplit(":", 1)[1])
+    host, port = _listen(args.listen)
+    assert host == "0.0.0.0"  # the scheduler reaches the pod IP; the CLI's default is loopback
     assert c["ports"][0]["containerPort"] == port and c["readinessProbe"]["httpGet"]["path"] == "/healthz"
     svc = one("Service", "tidewise-extender")
     assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]

@@ -152,6 +152,14 @@ def test_metrics_flags_are_checked_before_anything_runs(tmp_path, capsys):
     assert main([*base, "--metrics-port", str(free_port()), "--metrics-address", "192.0.2.1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--metrics-address 192.0.2.1" in err[0] and "Traceback" not in err[0]
+    for bad in ("999.1.1.1", "host_name", "10.0.0"):  # not an address: refused before anything runs
+        assert main([*base, "--metrics-port", "9107", "--metrics-address", bad]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"tidewise enforce: error: --metrics-address {bad!r} is not an IPv4 or IPv6 address or a host name: "
+                       "give an address of this host, for example 127.0.0.1 or 0.0.0.0"], err
+    from tidewise.cli import build_parser
+
+    assert build_parser().parse_args(base).metrics_address == "127.0.0.1"  # loopback unless told otherwise
 
 
 # in process: the batch CPU rate, evictions and errors by stage ---------------------------------------------

@@ -180,7 +180,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_metrics_flags(args: argparse.Namespace) -> None:
     from contracts.errors import InputError
+    from contracts.http_endpoint import check_host
 
+    try:
+        check_host(args.metrics_address.strip("[]"))
+    except ValueError as exc:
+        raise InputError(f"--metrics-address {exc}: give an address of this host, for example 127.0.0.1 or 0.0.0.0") \
+            from None
     if args.metrics_port is None:
         return
     if not 1 <= args.metrics_port <= 65535:

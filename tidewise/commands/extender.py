@@ -28,8 +28,9 @@ log = logging.getLogger(__name__)
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("extender", help="kube-scheduler extender: place pods by reclaimable room, NUMA and forecast",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--listen", default="0.0.0.0:8888", metavar="HOST:PORT",
-                   help="address to serve on (default 0.0.0.0:8888; port 0 picks a free one and prints it)")
+    p.add_argument("--listen", default="127.0.0.1:8888", metavar="HOST:PORT",
+                   help="address to serve on (default 127.0.0.1:8888: this machine only; deploy/scheduler-extender.yaml "
+                        "gives 0.0.0.0:8888 for the scheduler's pods; port 0 picks a free one and prints it)")
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then ~/.kube/config)")
     p.add_argument("--cluster-state", metavar="FILE",
                    help="read Nodes and CustomNodeResources once from this YAML/JSON instead of watching the API")
@@ -72,10 +73,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _listen(text: str) -> tuple[str, int]:
     from contracts.errors import InputError
 
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise InputError(f"--listen {text!r}: expected HOST:PORT, e.g. 0.0.0.0:8888 or 127.0.0.1:0")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    from contracts.http_endpoint import parse_listen_address
+
+    try:
+        return parse_listen_address(text)
+    except ValueError as exc:
+        raise InputError(f"--listen {exc}") from None
 
 
 def _number(flag: str, text: str, low: float) -> float:

@@ -9,6 +9,9 @@ import sys
 
 from tidewise.commands import serve_ui
 
+# loopback: a `--cluster-state` review on a laptop shows its decisions to no one else; the manifests
+# listen on 0.0.0.0 behind their NetworkPolicy (deploy/serve.yaml, deploy/serve-networkpolicy.yaml)
+METRICS_DEFAULT = "127.0.0.1:8080"
 HELP = """\
 Every --interval: refresh the model registry, fetch recent history, forecast, recommend, apply
 guardrails and write what changed. Dry-run unless --apply. Offline: --cluster-state FILE reads
@@ -54,10 +57,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--now", help="decision time (ISO-8601 UTC); default: wall clock for Prometheus, the end of the "
                                  "history + one step for files")
     p.add_argument("--metrics-address", metavar="HOST:PORT",
-                   help="where /metrics /healthz /readyz listen (default 0.0.0.0:8080, every address: Prometheus "
-                        "scrapes the pod IP; 127.0.0.1:8080 for this machine only; port 0: off)")
+                   help=f"where /metrics /healthz /readyz listen (default {METRICS_DEFAULT}: this machine only; "
+                        "deploy/serve.yaml gives 0.0.0.0:8080, every address, as Prometheus scrapes the pod IP; "
+                        "port 0: off)")
     p.add_argument("--port", type=int, default=None, help="the port alone (0: off; default 8080)")
-    p.add_argument("--host", default=None, help="the address alone (default 0.0.0.0)")
+    p.add_argument("--host", default=None, help="the address alone (default 127.0.0.1)")
     p.add_argument("--no-leader-election", action="store_true", help="act without holding the Lease (one replica only)")
     p.add_argument("--identity", help="leader-election identity (default: $POD_NAME or the host name)")
     p.add_argument("--report", metavar="FILE", help="write the last run's report as JSON")
@@ -146,17 +150,20 @@ def _select(section: dict | None):  # -> SelectSettings
 
 def _metrics_address(args: argparse.Namespace) -> tuple[str, int]:
     """(host, port) of /metrics: --metrics-address, or the older --host/--port pair (not both)."""
-    from autoscaler.metrics import parse_listen_address
     from contracts.errors import InputError
+    from contracts.http_endpoint import parse_listen_address
 
-    if args.metrics_address is None:
-        return args.host or "0.0.0.0", 8080 if args.port is None else args.port
-    if args.host is not None or args.port is not None:
+    if args.metrics_address is not None and (args.host is not None or args.port is not None):
         raise InputError("--metrics-address HOST:PORT replaces --host and --port: give one or the other")
+    flag, text = "--metrics-address", args.metrics_address
+    if text is None:  # the older pair, each defaulting to its part of METRICS_DEFAULT
+        host, port = METRICS_DEFAULT.rsplit(":", 1)
+        host, port = (args.host or host).strip("[]"), port if args.port is None else args.port
+        flag, text = "--host/--port", f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
-        return parse_listen_address(args.metrics_address)
+        return parse_listen_address(text)
     except ValueError as exc:
-        raise InputError(f"--metrics-address {exc}") from None
+        raise InputError(f"{flag} {exc}") from None
 
 
 def _report_dict(rep, features) -> dict:

@@ -28,8 +28,8 @@ def ui_settings(args: argparse.Namespace, section: dict | None) -> Any:  # -> Ui
 
 def listen_address(args: argparse.Namespace, settings: Any) -> tuple[str, int] | None:
     """(host, port) of the page, or None when it is off; a usage mistake is exit 2 (InputError)."""
-    from autoscaler.metrics import parse_listen_address
     from contracts.errors import InputError
+    from contracts.http_endpoint import parse_listen_address
 
     ui = settings.ui
     if getattr(args, "ui_address", None) and not ui.enabled:
