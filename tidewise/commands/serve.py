@@ -6,8 +6,11 @@ import argparse
 import dataclasses
 import json
 import sys
+from typing import TypeVar
 
 from tidewise.commands import serve_ui
+
+T = TypeVar("T")
 
 # loopback: a `--cluster-state` review on a laptop shows its decisions to no one else; the manifests
 # listen on 0.0.0.0 behind their NetworkPolicy (deploy/serve.yaml, deploy/serve-networkpolicy.yaml)
@@ -75,6 +78,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _checked(cls: type[T], section: dict, key: str, **overrides: object) -> T:
+    """The `serve.<key>` settings from the file and the flags, checked (`check()`, where the class has one):
+    a ValueError names the section and becomes one line (exit 2)."""
+    from contracts.errors import InputError
+    from tidewise.config import settings_from
+
+    made = settings_from(cls, section.get(key), f"serve.{key}", **overrides)
+    try:
+        getattr(made, "check", lambda: None)()
+    except ValueError as exc:
+        raise InputError(f"config section 'serve.{key}': {exc}") from None
+    return made
+
+
 def _settings(args: argparse.Namespace):  # -> ServeSettings
     from autoscaler.settings import (GuardrailSettings, HpaSettings, LoopSettings, ReclaimSettings, ServeSettings,
                                      VpaSettings)
@@ -85,34 +102,14 @@ def _settings(args: argparse.Namespace):  # -> ServeSettings
     known = {"vpa", "hpa", "reclaim", "guardrails", "loop", "rebalance", "tide", "spd", "ihpa", "select", "ui"}
     if set(section) - known:
         raise InputError(f"config section 'serve': unknown key(s) {sorted(set(section) - known)}; known: {sorted(known)}")
-    from autoscaler.settings import RebalanceSettings
+    from autoscaler.settings import IhpaSettings, RebalanceSettings, SpdSettings, TideSettings
 
-    rebalance = settings_from(RebalanceSettings, section.get("rebalance"), "serve.rebalance",
-                              enabled=True if getattr(args, "rebalance", False) else None)
-    try:
-        rebalance.check()
-    except ValueError as exc:
-        raise InputError(f"config section 'serve.rebalance': {exc}") from None
-    from autoscaler.settings import TideSettings
-
-    tide = settings_from(TideSettings, section.get("tide"), "serve.tide",
-                         enabled=True if getattr(args, "tide", False) else None)
-    try:
-        tide.check()
-    except ValueError as exc:
-        raise InputError(f"config section 'serve.tide': {exc}") from None
-    from autoscaler.settings import IhpaSettings, SpdSettings
-
-    vpa = settings_from(VpaSettings, section.get("vpa"), "serve.vpa", recommender_name=args.recommender_name)
-    try:
-        vpa.check()
-    except ValueError as exc:
-        raise InputError(f"config section 'serve.vpa': {exc}") from None
-    guardrails = settings_from(GuardrailSettings, section.get("guardrails"), "serve.guardrails",
-                               kill_switch_file=args.kill_switch)
-    guardrails.check()
-    reclaim = settings_from(ReclaimSettings, section.get("reclaim"), "serve.reclaim")
-    reclaim.check()
+    rebalance = _checked(RebalanceSettings, section, "rebalance",
+                         enabled=True if getattr(args, "rebalance", False) else None)
+    tide = _checked(TideSettings, section, "tide", enabled=True if getattr(args, "tide", False) else None)
+    vpa = _checked(VpaSettings, section, "vpa", recommender_name=args.recommender_name)
+    guardrails = _checked(GuardrailSettings, section, "guardrails", kill_switch_file=args.kill_switch)
+    reclaim = _checked(ReclaimSettings, section, "reclaim")
     return ServeSettings(
         ui=serve_ui.ui_settings(args, section.get("ui")),
         select=_select(section.get("select")),
