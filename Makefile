@@ -8,7 +8,7 @@
 # `make test` runs the whole suite under .venv (on $(WORKERS) pytest workers), the data-path tests
 # (marker data_paths, listed in tests/conftest.py) under .venv-pandas2, then the installed-package test
 # (tests/integration/test_installed.py) against .venv-user's `tidewise`, the image test
-# (tests/integration/test_image.py: the Dockerfile's build replayed into a bare virtualenv of its own,
+# (tests/integration/test_image.py: the Dockerfile's builds replayed into bare virtualenvs of their own,
 # so it runs once, here, and not under each suite virtualenv) and mypy on every package (typecheck).
 # Those last steps, and building .venv-pandas2 and .venv-user, keep one core busy each: they run one
 # after the other in the background while the suite keeps both cores busy (SIDE below).
@@ -99,7 +99,7 @@ test-pandas2: $(PD2)/.installed-$(HASH) system-deps
 test-installed: install user-install system-deps
 	@echo "== the installed package (pip install ., no extras): $$($(USER_VENV)/bin/python -c 'import pandas; print("pandas", pandas.__version__)')"
 	TIDEWISE_INSTALLED=$(abspath $(USER_VENV))/bin $(BIN)/python -m pytest -q -p no:cacheprovider $(INSTALLED_TEST)
-	@echo "== the image: the Dockerfile's build replayed into a bare virtualenv, every deploy/ command line run in it"
+	@echo "== the images: the Dockerfile's two builds replayed into bare virtualenvs, every deploy/ command line run in its image"
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(IMAGE_TEST)
 
 bench: $(BENCH)/.installed-$(HASH)

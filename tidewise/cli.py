@@ -28,6 +28,9 @@ COMMANDS = [
 ]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+# the project's own packages: one of them missing is a broken install, not a missing dependency
+PACKAGES = ("contracts", "predictor", "training", "autoscaler", "extender", "node_enforcer", "studies", "tidewise",
+            "reports")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,6 +93,15 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"tidewise {args.command}: interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as exc:
+        # the node agent's image installs only what `tidewise enforce` needs (pyproject's `agent` list)
+        missing = (exc.name or "").split(".")[0]
+        if not missing or missing in PACKAGES:
+            raise
+        print(f"tidewise {args.command}: error: the Python package {missing} is not installed here; this command "
+              "needs the full install (`pip install tidewise`, or the tidewise image: the tidewise-agent image "
+              "runs `tidewise enforce` only)", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 if __name__ == "__main__":

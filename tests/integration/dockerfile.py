@@ -1,12 +1,15 @@
-"""Replay the Dockerfile's build without a Docker engine (there is none on the test machines).
+"""Replay the Dockerfile's build of one target without a Docker engine (there is none on the test machines).
 
-`Dockerfile` is read instruction by instruction: the build stage's COPY lines reproduce its file set
-(the build context filtered by `.dockerignore`, with Docker's matching rules) under a temporary root,
-its RUN lines run as Docker runs shell-form RUN (`/bin/sh -c LINE`) with the image's absolute paths
-mapped under that root, and everything the final stage does not `COPY --from` the build stage is
-then deleted, so that what is left is what the image holds. Steps that change the operating system
-rather than the Python install (apt-get, groupadd, useradd) cannot run without root and are not
-replayed: this machine's Python and compiler stand in for the base image's.
+`Dockerfile` is read instruction by instruction. A target is a final stage (the last one by default,
+or the one `docker build --target NAME` names); its build stages are the stage it copies from
+(`COPY --from=`) and the stages that one is built `FROM`, in order. Their COPY lines reproduce the
+file set (the build context filtered by `.dockerignore`, with Docker's matching rules) under a
+temporary root, their RUN lines run as Docker runs shell-form RUN (`/bin/sh -c LINE`) with the image's
+absolute paths mapped under that root, with the ENV and WORKDIR each stage inherits, and everything
+the final stage does not `COPY --from` them is then deleted, so that what is left is what the image
+holds. Steps that change the operating system rather than the Python install (apt-get, groupadd,
+useradd) cannot run without root and are not replayed: this machine's Python and compiler stand in
+for the base image's.
 """
 from __future__ import annotations
 
@@ -125,20 +128,39 @@ def context_files(root: str, rules: list[tuple[bool, re.Pattern[str]]]) -> list[
     return sorted(files)
 
 
-class Replay:
-    """One emulated `docker build` of `context`/Dockerfile, its image's file system under the folder `root`."""
+def build_chain(stages: list[Stage], final: Stage) -> list[Stage]:
+    """The stages `final` copies from, each after the stages it is built `FROM`: the order they build in."""
+    by_name = {s.name: s for s in stages if s.name}
+    sources = {t.split()[0].split("=", 1)[1] for t in final.all("COPY") if t.startswith("--from=")}
+    assert len(sources) == 1, f"the replay knows a final stage that copies from one build stage, not {sorted(sources)}"
+    chain = [by_name[sources.pop()]]
+    while chain[0].base in by_name:
+        chain.insert(0, by_name[chain[0].base])
+    return chain
 
-    def __init__(self, context: str, root: str):
+
+class Replay:
+    """One emulated `docker build [--target TARGET]` of `context`/Dockerfile, its image's file system
+    under the folder `root`."""
+
+    def __init__(self, context: str, root: str, target: str | None = None):
         self.context, self.root = context, root
         with open(os.path.join(context, "Dockerfile"), encoding="utf-8") as fh:
             self.stages = parse(fh.read())
         with open(os.path.join(context, ".dockerignore"), encoding="utf-8") as fh:
             self.rules = ignore_rules(fh.read())
-        self.build, self.final = self.stages[0], self.stages[-1]
-        # the paths the image owns: the build stage's folders and what the final stage takes from it
+        named = [s for s in self.stages if target is not None and s.name == target]
+        assert target is None or named, f"the Dockerfile has no stage {target!r}"
+        self.final = named[0] if named else self.stages[-1]
+        self.builds = build_chain(self.stages, self.final)
+        # the paths the image owns: the build stages' folders and what the final stage takes from them
         self.kept = [shlex.split(t)[-1] for t in self.final.all("COPY") if t.startswith("--from=")]
-        self.owned = sorted({*self.build.all("WORKDIR"), *self.kept}, key=len, reverse=True)
-        self.copied: list[str] = []  # context files the build stage copied in
+        self.owned = sorted({*self.build_steps("WORKDIR"), *self.kept}, key=len, reverse=True)
+        self.copied: list[str] = []  # context files the build stages copied in
+
+    def build_steps(self, instruction: str) -> list[str]:
+        """Every `instruction` of the build stages, in build order."""
+        return [text for stage in self.builds for text in stage.all(instruction)]
 
     def host(self, path: str) -> str:
         return os.path.join(self.root, path.lstrip("/"))
@@ -187,34 +209,41 @@ class Replay:
         return copied
 
     def run_build(self, base_env: dict[str, str], drop_env: tuple[str, ...]) -> list[str]:
-        """Every replayed RUN of the build stage, in order; returns their (mapped) command lines."""
+        """Every replayed RUN of the build stages, in order; returns their (mapped) command lines."""
         bindir = self.host("/usr/local/bin")  # the base image's python, played by this machine's
         os.makedirs(bindir, exist_ok=True)
         for name in ("python", "python3"):
             os.symlink(os.path.realpath(getattr(sys, "_base_executable", sys.executable)), os.path.join(bindir, name))
-        env = self.env(self.build, {**base_env, "PATH": bindir + os.pathsep + base_env["PATH"]}, drop_env)
+        env = {**base_env, "PATH": bindir + os.pathsep + base_env["PATH"]}
         workdir = self.host("/")
         files = context_files(self.context, self.rules)
         ran = []
-        for ins, text in self.build.steps:
-            if ins == "WORKDIR":
-                workdir = self.host(text)
-                os.makedirs(workdir, exist_ok=True)
-            elif ins == "COPY":
-                self.copied += self.copy(text, workdir, files)
-            elif ins == "RUN" and not text.startswith(SYSTEM_STEPS):
-                line = self.map_paths(text)
-                r = subprocess.run(["/bin/sh", "-c", line], cwd=workdir, env=env, capture_output=True, text=True,
-                                   timeout=1200)
-                assert r.returncode == 0, f"RUN {text}\nexit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-                ran.append(line)
+        for stage in self.builds:  # a stage built FROM another keeps its ENV and WORKDIR
+            env = self.env(stage, env, drop_env)
+            for ins, text in stage.steps:
+                workdir = self._step(ins, text, env, workdir, files, ran)
         return ran
 
+    def _step(self, ins: str, text: str, env: dict[str, str], workdir: str, files: list[str], ran: list[str]) -> str:
+        """One instruction of a build stage; returns the working folder after it."""
+        if ins == "WORKDIR":
+            workdir = self.host(text)
+            os.makedirs(workdir, exist_ok=True)
+        elif ins == "COPY":
+            self.copied += self.copy(text, workdir, files)
+        elif ins == "RUN" and not text.startswith(SYSTEM_STEPS):
+            line = self.map_paths(text)
+            r = subprocess.run(["/bin/sh", "-c", line], cwd=workdir, env=env, capture_output=True, text=True,
+                               timeout=1200)
+            assert r.returncode == 0, f"RUN {text}\nexit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+            ran.append(line)
+        return workdir
+
     def keep_only_the_final_stage(self) -> None:
-        """Delete what the final stage does not copy from the build stage (sources, wheels, caches).
+        """Delete what the final stage does not copy from the build stages (sources, wheels, caches).
 
         The python under /usr/local/bin stays: the final stage's base image has the same one there."""
-        for own in self.build.all("WORKDIR"):
+        for own in self.build_steps("WORKDIR"):
             if not any(k == own or k.startswith(own.rstrip("/") + "/") for k in self.kept):
                 shutil.rmtree(self.host(own), ignore_errors=True)
 

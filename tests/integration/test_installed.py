@@ -89,7 +89,7 @@ def test_the_installed_kustomize_install_renders_as_the_checkout_s(tmp_path):
     share = os.path.dirname(readme)
     if INSTALLED:
         assert share.startswith(os.path.dirname(INSTALLED.rstrip("/"))), share
-    for target in ("deploy", "kustomize/review", "kustomize/apply"):
+    for target in ("deploy", "kustomize/review", "kustomize/apply", "kustomize/review-rwo", "kustomize/apply-rwo"):
         assert render(os.path.join(share, target)) == list(rendered(target)), target
 
 
