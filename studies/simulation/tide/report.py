@@ -1,6 +1,6 @@
 """The tide simulation's page: one self-contained HTML file (plots as base64 PNG, nothing fetched).
 
-Sections: the verdict against issue 17's targets, every policy setting's numbers, the simulated
+Sections: the verdict against the tide targets, every policy setting's numbers, the simulated
 days (online demand, its forecast, nodes needed against nodes online under each policy's default;
 "the week" when they are 7) and the day's picture (per hour of the day, nodes needed and nodes online/lent, mean over the simulated days).
 """
