@@ -52,7 +52,7 @@ def write_registry_report(registry_dir: str, out: str, *, input_path: str | None
     total)` (e.g. `tidewise.progress.progress`) yields an `advance(n)`: told once the forecasts are made
     and after each plot."""
     stage = progress or (lambda description, total: contextlib.nullcontext(lambda n=1: None))
-    reg = load_version(registry_dir, key=key)
+    reg = load_version(registry_dir, key=key, decision_models=False)  # the report shows their backtest only
     step = pd.Timedelta(seconds=int(reg.manifest["step_seconds"]))
     if input_path:
         from predictor.history import load_history

@@ -271,7 +271,7 @@ def _previous_version(registry_dir: str, settings: TrainSettings, step: pd.Timed
     if not settings.incremental or not os.path.lexists(os.path.join(registry_dir, "latest")):
         return None
     try:
-        prev = load_version(registry_dir, key=settings.key)
+        prev = load_version(registry_dir, key=settings.key, decision_models=False)  # only choices are carried
     except RegistryError as exc:
         log.warning("no usable previous registry version (%s): training every series", exc)
         return None

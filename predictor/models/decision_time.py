@@ -22,6 +22,7 @@ from sklearn.base import BaseEstimator
 from predictor.features.decision import FEATURE_NAMES, Features, decision_features, training_rows
 from predictor.features.hour_peak import HOUR_PEAK_NAMES, hour_peak_features
 from predictor.models.base import NotFittedError, non_crossing
+from predictor.models.lightgbm_text import ModelTextError
 from predictor.models.trees import BoosterText, QuantileTrees, _threads
 
 ARRAYS_FORMAT = "tidewise-decision-time/1"  # bump when the layout of to_arrays changes
@@ -188,8 +189,14 @@ class DecisionTimeGBM(BaseEstimator):
         m._check_params()
         if list(meta.get("feature_names") or []) != list(m.feature_names):
             raise ValueError("the model was trained on other features than this tidewise computes")
-        if m.backend == "lightgbm":  # parsed and checked (a text model, its feature count), never executed
-            m.models_ = [BoosterText(s, len(m.feature_names)) for s in meta.get("lightgbm_models") or []]
+        if m.backend == "lightgbm":  # checked, then parsed by LightGBM (a text model), never executed
+            m.models_ = []
+            for i, text in enumerate(meta.get("lightgbm_models") or []):
+                try:
+                    m.models_.append(BoosterText(text, len(m.feature_names)))
+                except ModelTextError as exc:
+                    q = f"quantile {m.quantiles[i]:g}" if i < len(m.quantiles) else f"model {i}"
+                    raise ModelTextError(f"the LightGBM model of {q}: {exc}") from None
         else:
             m.models_ = []
             for i in range(len(m.quantiles)):

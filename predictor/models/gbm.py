@@ -21,6 +21,7 @@ import pandas as pd
 from predictor.durations import DAY, to_timedelta
 from predictor.features.direct import FEATURE_NAMES, context_of, direct_features, training_rows
 from predictor.models.base import Forecaster, check_series, infer_step, non_crossing
+from predictor.models.lightgbm_text import ModelTextError
 from predictor.models.trees import BoosterText, QuantileTrees, _threads
 
 ARRAYS_FORMAT = "tidewise-quantile-trees/1"  # bump when the layout of to_arrays changes
@@ -251,7 +252,10 @@ class GlobalGBM(Forecaster):
             if gm.backend == "lightgbm":
                 if prefix + "lightgbm" not in arrays or arrays[prefix + "lightgbm"].dtype != np.uint8:
                     raise ValueError(f"the LightGBM model of quantile {qs[i]:g} is missing")
-                models.append(BoosterText(arrays[prefix + "lightgbm"].tobytes().decode("utf-8"), len(FEATURE_NAMES)))
+                try:
+                    models.append(BoosterText(arrays[prefix + "lightgbm"].tobytes().decode("utf-8"), len(FEATURE_NAMES)))
+                except ModelTextError as exc:
+                    raise ModelTextError(f"the LightGBM model of quantile {qs[i]:g}: {exc}") from None
                 continue
             fields = {k[len(prefix):]: v for k, v in arrays.items()
                       if k.startswith(prefix) and k not in (prefix + "baseline", prefix + "offsets")}

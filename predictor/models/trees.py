@@ -2,8 +2,9 @@
 
 `QuantileTrees` holds one scikit-learn HistGradientBoosting quantile model as node arrays and
 predicts with scikit-learn's compiled tree walker (bit-identical to the estimator). `BoosterText`
-holds one LightGBM booster as LightGBM's own text model format, which LightGBM parses (it is data:
-split features, thresholds and leaf values; no code path runs anything from it).
+holds one LightGBM booster as LightGBM's own text model format, which LightGBM parses once it is
+checked (`predictor.models.lightgbm_text`; it is data: split features, thresholds and leaf values;
+no code path runs anything from it).
 Both are used by the day-ahead global model (`predictor.models.gbm`) and the decision-time model.
 """
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import numpy as np
+
+from predictor.models.lightgbm_text import checked_model_text
 
 # What prediction from raw features reads of a node; the other fields of scikit-learn's node record
 # (count, gain, depth, bin_threshold) are kept for inspection and may be absent in other versions.
@@ -120,30 +123,43 @@ class QuantileTrees:
 
 class BoosterText:
     """One fitted LightGBM booster kept as its text dump (`model_to_string`): the registry stores
-    the text in JSON, and loading parses it with `lightgbm.Booster(model_str=...)`, which reads
-    numbers and never unpickles. The tree count and feature count are checked on load."""
+    the text in JSON, and LightGBM parses it (`lightgbm.Booster(model_str=...)`), which reads
+    numbers and never unpickles. LightGBM's parser trusts its input (a malformed text aborts the
+    process), so the text is checked in Python first (`checked_model_text`: ModelTextError) and
+    LightGBM reads only the checked part, on `load` (a registry probes it in a child process before:
+    `predictor.registry.probe`) or on first use."""
 
     def __init__(self, text: str, n_features: int):
         try:
-            import lightgbm
+            import lightgbm  # noqa: F401
         except (ImportError, OSError) as exc:  # OSError: its library without the system's libgomp.so.1
             raise ValueError(f"this model was fitted with the lightgbm backend, which cannot be loaded here ({exc}): "
                              "pip install lightgbm and install libgomp1 (Debian), or retrain with "
                              "--decision-backend hgb") from None
-        if not isinstance(text, str) or not text.startswith("tree"):
-            raise ValueError("not a LightGBM text model (it must start with 'tree')")
         self.text = text
         self.n_features = int(n_features)
-        self.booster_ = lightgbm.Booster(model_str=text)
-        if self.booster_.num_feature() != self.n_features:
-            raise ValueError(f"the LightGBM model reads {self.booster_.num_feature()} features, expected {self.n_features}")
+        self.checked_ = checked_model_text(text, self.n_features)
+        self.booster_: Any = None
+
+    def load(self) -> Any:
+        """The LightGBM booster of the checked text (parsed once)."""
+        if self.booster_ is None:
+            import lightgbm
+
+            booster = lightgbm.Booster(model_str=self.checked_)
+            if booster.num_feature() != self.n_features:
+                raise ValueError(f"the LightGBM model reads {booster.num_feature()} features, expected {self.n_features}")
+            self.booster_ = booster
+        return self.booster_
 
     @classmethod
     def from_booster(cls, booster: Any) -> "BoosterText":
-        return cls(booster.model_to_string(), booster.num_feature())
+        out = cls(booster.model_to_string(), booster.num_feature())
+        out.load()
+        return out
 
     def predict(self, x: np.ndarray, n_threads: int | None = None) -> np.ndarray:
         x = np.ascontiguousarray(x, dtype=np.float64)
         if x.ndim != 2 or x.shape[1] != self.n_features:
             raise ValueError(f"expected {self.n_features} features, got array of shape {x.shape}")
-        return np.asarray(self.booster_.predict(x, num_threads=n_threads or 0), dtype=np.float64)
+        return np.asarray(self.load().predict(x, num_threads=n_threads or 0), dtype=np.float64)

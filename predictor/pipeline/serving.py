@@ -33,8 +33,9 @@ PARALLEL_FROM = 1000  # series: under this many, one process is faster than spaw
 def forecast_with_registry(registry_dir: str, history: History, req: ForecastRequest, jobs: int | None = None, *,
                            key: bytes | None = None) -> list[Forecast]:
     """`tidewise forecast --registry DIR`: load the latest version (verified with `key` when
-    given) and forecast every series of `history` with it (`forecast_version`)."""
-    return forecast_version(load_version(registry_dir, key=key), history, req, jobs)
+    given) and forecast every series of `history` with it (`forecast_version`). The day-ahead
+    forecast reads no decision-time model, so those are verified with the rest, not parsed."""
+    return forecast_version(load_version(registry_dir, key=key, decision_models=False), history, req, jobs)
 
 
 def forecast_version(reg: RegistryVersion, history: History, req: ForecastRequest,

@@ -17,17 +17,18 @@ The package reads, writes and verifies only; forecasting with a loaded version i
 `predictor.pipeline.serving.forecast_version` (the pipeline reads the registry, never the other way).
 Modules: `manifest` (the chain of trust: digest, signature, checksums, the cheap re-check of a loaded
 version), `writing` (atomic writes, `latest`), `loading` (resolve, verify, parse, fall back to the
-last good version).
+last good version), `probe` (a version's LightGBM models loaded in a child process first).
 """
 from predictor.registry.loading import (RegistryVersion, check_unchanged, list_versions, load_last_good, load_recent,
                                         load_version, resolve)
 from predictor.registry.manifest import (GLOBAL_ARRAYS, GLOBAL_META, LATEST, MANIFEST, MANIFEST_DIGEST, MIN_KEY_BYTES,
                                          PROFILES_FILE, RECENT_FILE, SCHEMA_VERSION, SERIES_FILE, SIGNATURE,
-                                         RegistryError, Seal, read_key, sha256_file, verify, verify_sealed)
+                                         RegistryError, Seal, UnloadableVersion, read_key, sha256_file, verify,
+                                         verify_sealed)
 from predictor.registry.writing import library_versions, new_version_name, switch_latest, write_version
 
 __all__ = ["GLOBAL_ARRAYS", "GLOBAL_META", "LATEST", "MANIFEST", "MANIFEST_DIGEST", "MIN_KEY_BYTES", "PROFILES_FILE",
            "RECENT_FILE", "SCHEMA_VERSION", "SERIES_FILE", "SIGNATURE", "RegistryError", "RegistryVersion", "Seal",
-           "check_unchanged", "library_versions", "list_versions", "load_last_good", "load_recent", "load_version",
-           "new_version_name", "read_key", "resolve", "sha256_file", "switch_latest", "verify", "verify_sealed",
-           "write_version"]
+           "UnloadableVersion", "check_unchanged", "library_versions", "list_versions", "load_last_good", "load_recent",
+           "load_version", "new_version_name", "read_key", "resolve", "sha256_file", "switch_latest", "verify",
+           "verify_sealed", "write_version"]

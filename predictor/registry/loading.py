@@ -20,14 +20,18 @@ from predictor.history import History, history_from_frame
 from predictor.models import MODELS
 from predictor.models.gbm import GlobalGBM
 from predictor.models.decision_time import DecisionTimeGBM
+from predictor.models.lightgbm_text import ModelTextError
+from predictor.models.trees import BoosterText
 from predictor.registry.manifest import (DECISION_KINDS, DECISION_PREFIX, GLOBAL_ARRAYS, GLOBAL_META, LATEST,
                                          MANIFEST, PROFILES_FILE, RECENT_FILE, SERIES_FILE, RegistryError, Seal,
-                                         check_sealed, verify_sealed)
+                                         UnloadableVersion, check_sealed, verify_sealed)
+from predictor.registry.probe import ProbeError, probe_lightgbm
 from predictor.types import ENSEMBLE, GLOBAL, Choice
 
 log = logging.getLogger(__name__)
 
 _VERSION_RE = re.compile(r"^\d{8}T\d{6}Z(-[0-9a-f]{6})?$")
+MAX_STEP_SECONDS = 7 * 86400  # a step or stored-history step longer than a week is no Tidewise version's
 
 
 @dataclass
@@ -78,28 +82,37 @@ def resolve(registry_dir: str, version: str | None = None) -> str:
     return path
 
 
-def load_version(registry_dir: str, version: str | None = None, key: bytes | None = None) -> RegistryVersion:
+def load_version(registry_dir: str, version: str | None = None, key: bytes | None = None, *,
+                 decision_models: bool = True) -> RegistryVersion:
     """Verify, then load: the manifest chain and every checksum first, the artifacts after, parsed
-    as JSON and NumPy arrays only (no pickle). A version that verifies but does not load (a
-    truncated or incompatible artifact) is refused like a tampered one, so that serving falls
-    back to an older version rather than failing on every run."""
+    as JSON and NumPy arrays only (no pickle); LightGBM's models are checked as text, probed in a
+    child process, then loaded. A version that verifies but does not load (a truncated, malformed
+    or incompatible artifact or manifest field) is refused like a tampered one (UnloadableVersion),
+    so that serving falls back to an older version rather than failing on every run.
+    `decision_models=False` (forecast, report, training): the decision-time models are verified
+    with the rest but not parsed."""
     path = resolve(registry_dir, version)
     manifest, seal = verify_sealed(path, key)
     arts = manifest["artifacts"]
     try:
+        _check_fields(manifest)
         series = _read_json(path, SERIES_FILE)
         profiles = _read_json(path, PROFILES_FILE) if PROFILES_FILE in arts else {}
         gm = _load_global(path, manifest) if GLOBAL_META in arts or GLOBAL_ARRAYS in arts else None
         reg = RegistryVersion(path, manifest.get("version", os.path.basename(path)), manifest, series, gm, profiles,
                               seal=seal)
         reg.choices = {k: _choice_of(k, e, reg) for k, e in series.items()}
-        reg.decision_models, reg.decision_errors = _load_decision_models(path, arts)
+        if decision_models:
+            reg.decision_models, reg.decision_errors = _load_decision_models(path, arts)
+        if RECENT_FILE in arts:
+            _check_recent(path)
+        _load_lightgbm(reg)
         return reg
     except RegistryError:
         raise
     except Exception as exc:  # noqa: BLE001 - whatever verified bytes do when parsed, the version is refused
-        raise RegistryError(f"registry version {path} verifies but does not load ({type(exc).__name__}: {exc}); "
-                            "refusing it — retrain with `tidewise train`", reason="load") from None
+        raise UnloadableVersion(f"registry version {path} verifies but does not load ({type(exc).__name__}: {exc}); "
+                                "refusing it — retrain with `tidewise train`", reason="load") from None
 
 
 def check_unchanged(reg: RegistryVersion) -> None:
@@ -119,8 +132,8 @@ def _choice_of(key: str, entry: dict[str, Any], reg: RegistryVersion) -> Choice:
     choice = Choice.from_entry(key, entry, reg.quantiles, f"registry {reg.version}")
     for name in choice.runs():
         if not known_model(name):
-            raise RegistryError(f"registry version {reg.version} names model {name!r} for {key}, which this "
-                                "tidewise does not have; retrain with `tidewise train`", reason="schema")
+            raise UnloadableVersion(f"registry version {reg.version} names model {name!r} for {key}, which this "
+                                    "tidewise does not have; retrain with `tidewise train`", reason="schema")
     return choice
 
 
@@ -132,11 +145,45 @@ def _read_json(path: str, name: str) -> dict[str, Any]:
     return obj
 
 
+def _check_fields(manifest: dict[str, Any]) -> None:
+    """ValueError naming a manifest field the readers use that is malformed (the digest only says
+    that the manifest is the one written, not that its writer wrote sense)."""
+    for name in ("step_seconds", "recent_step_seconds"):
+        value = manifest.get(name)
+        if (name == "step_seconds" or RECENT_FILE in manifest["artifacts"]) and \
+                not (isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_STEP_SECONDS):
+            raise ValueError(f"{MANIFEST}: {name} is {value!r}, not a whole number of seconds in 1..{MAX_STEP_SECONDS}")
+    qs = manifest.get("quantiles")
+    if not isinstance(qs, list) or not qs or not all(isinstance(q, (int, float)) and 0 < q < 1 for q in qs) \
+            or sorted(set(qs)) != qs:
+        raise ValueError(f"{MANIFEST}: quantiles {str(qs)[:80]} are not increasing numbers strictly between 0 and 1")
+    window = manifest.get("data_window")
+    if not isinstance(window, dict) or not all(isinstance(window.get(k), str) for k in ("start", "end")):
+        raise ValueError(f"{MANIFEST}: data_window is not a start and an end")
+    pd.Timestamp(window["start"]), pd.Timestamp(window["end"])  # ValueError when they do not parse
+
+
+def _check_recent(path: str) -> None:
+    """ValueError unless the stored recent history is Parquet with the long table's columns (its
+    footer only: the rows are read by `load_recent`, for the report)."""
+    import pyarrow.parquet as pq
+
+    try:
+        names = set(pq.read_schema(os.path.join(path, RECENT_FILE)).names)
+    except Exception as exc:  # noqa: BLE001 - pyarrow's errors for a file that is not Parquet vary by version
+        raise ValueError(f"{RECENT_FILE} is not a Parquet file ({str(exc).splitlines()[0][:120]})") from None
+    if not {"series", "timestamp", "value"} <= names:
+        raise ValueError(f"{RECENT_FILE} lacks the columns series, timestamp, value (it has {sorted(names)[:6]})")
+
+
 def _load_global(path: str, manifest: dict[str, Any]) -> GlobalGBM:
     meta = _read_json(path, GLOBAL_META)
     with np.load(os.path.join(path, GLOBAL_ARRAYS), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
-    gm = GlobalGBM.from_arrays(meta, arrays)
+    try:
+        gm = GlobalGBM.from_arrays(meta, arrays)
+    except ModelTextError as exc:
+        raise ModelTextError(f"{GLOBAL_ARRAYS}: {exc}") from None
     missing = [q for q in manifest.get("quantiles", []) if float(q) not in gm.fitted_quantiles_]
     if missing:
         raise ValueError(f"the global model lacks the quantile(s) {missing} of the manifest")
@@ -145,8 +192,9 @@ def _load_global(path: str, manifest: dict[str, Any]) -> GlobalGBM:
 
 def _load_decision_models(path: str, arts: dict[str, Any]) -> tuple[dict[str, DecisionTimeGBM], dict[str, str]]:
     """(kind -> the decision-time model a version holds, kind -> why one did not load). A model that
-    does not load (an incompatible format, the lightgbm backend without lightgbm) leaves the
-    version usable: its decisions fall back to the day-ahead forecast and say why."""
+    does not load here (an incompatible format, the lightgbm backend without lightgbm) leaves the
+    version usable: its decisions fall back to the day-ahead forecast and say why. A malformed
+    model text (ModelTextError) refuses the version: it is corruption or tampering, as a bad digest."""
     out: dict[str, DecisionTimeGBM] = {}
     errors: dict[str, str] = {}
     for kind in DECISION_KINDS:
@@ -160,10 +208,32 @@ def _load_decision_models(path: str, arts: dict[str, Any]) -> tuple[dict[str, De
             with np.load(os.path.join(path, base + ".npz"), allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
             out[kind] = DecisionTimeGBM.from_arrays(_read_json(path, base + ".json"), arrays)
+        except ModelTextError as exc:
+            raise ModelTextError(f"{base}.json: {exc}") from None
         except Exception as exc:  # noqa: BLE001 - verified bytes that do not parse: no model, said why
             errors[kind] = f"{type(exc).__name__}: {exc}"
             log.error("registry version %s: decision-time model %s not loaded (%s)", path, kind, errors[kind])
     return out, errors
+
+
+def _load_lightgbm(reg: RegistryVersion) -> None:
+    """Probe every LightGBM model of a version in a child process (a crash there refuses the
+    version, not the caller), then load them here."""
+    owners: list[tuple[str, BoosterText]] = []
+    if reg.global_model is not None:
+        owners += [(GLOBAL_ARRAYS, m) for m in reg.global_model.models_ if isinstance(m, BoosterText)]
+    for kind, model in sorted(reg.decision_models.items()):
+        owners += [(f"{DECISION_PREFIX}{kind}.json", m) for m in model.models_ if isinstance(m, BoosterText)]
+    if not owners:
+        return
+    try:
+        probe_lightgbm([(m.checked_, m.n_features) for _, m in owners])
+    except ProbeError as exc:
+        where = owners[exc.index][0] if exc.index is not None and exc.index < len(owners) else "a LightGBM model"
+        raise UnloadableVersion(f"registry version {reg.path} does not load: {where}: {exc}; refusing it — retrain "
+                                "with `tidewise train`", reason="load") from None
+    for _, m in owners:
+        m.load()
 
 
 def load_last_good(registry_dir: str, on_refused: Callable[[str, RegistryError], None] | None = None,
@@ -189,8 +259,15 @@ def load_last_good(registry_dir: str, on_refused: Callable[[str, RegistryError],
 
 
 def load_recent(reg: RegistryVersion) -> History | None:
-    """The recent history stored with a (verified) version, as a History; None if absent."""
+    """The recent history stored with a (verified) version, as a History; None if absent;
+    UnloadableVersion when its rows do not read."""
     if RECENT_FILE not in reg.manifest["artifacts"]:
         return None
-    frame = pd.read_parquet(os.path.join(reg.path, RECENT_FILE))
-    return history_from_frame(frame, pd.Timedelta(seconds=int(reg.manifest["recent_step_seconds"])), source=RECENT_FILE)
+    step = pd.Timedelta(seconds=int(reg.manifest["recent_step_seconds"]))
+    try:
+        frame = pd.read_parquet(os.path.join(reg.path, RECENT_FILE))
+        return history_from_frame(frame, step, source=RECENT_FILE)
+    except Exception as exc:  # noqa: BLE001 - verified bytes that do not read: the version is refused
+        raise UnloadableVersion(f"registry version {reg.path}: {RECENT_FILE} does not read ({type(exc).__name__}: "
+                                f"{str(exc).splitlines()[0][:160] if str(exc) else ''}); refusing it — retrain with "
+                                "`tidewise train`, or pass --input PATH", reason="load") from None

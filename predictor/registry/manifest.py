@@ -47,6 +47,14 @@ class RegistryError(TidewiseError):
         self.reason = reason
 
 
+class UnloadableVersion(RegistryError, InputError):
+    """A version that verifies but does not load (a malformed model, manifest field or artifact):
+    refused like a tampered one, and to a command a bad input (exit 2): retrain."""
+
+    def __init__(self, message: str, reason: str = "load"):
+        super().__init__(message, reason)
+
+
 @dataclass(frozen=True)
 class Seal:
     """A verified version folder as it was on disk: the manifest's sha256 and, for every file in

@@ -141,6 +141,6 @@ def test_every_reason_the_registry_raises_is_a_metric_label():
     tidewise_registry_refused_total, so no refusal is counted under a label the alert does not know."""
     root = pathlib.Path(registry.__file__).parent
     raised = {kw.value.value for f in root.glob("*.py") for node in ast.walk(ast.parse(f.read_text()))
-              if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "RegistryError"
+              if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("RegistryError", "UnloadableVersion")
               for kw in node.keywords if kw.arg == "reason"}
     assert {"missing", "digest", "signature", "schema", "load"} <= raised <= set(REGISTRY_REFUSALS)

@@ -41,7 +41,8 @@ def test_report_states_the_model_that_ran_and_why(tmp_path):
     its 8-day stored history: the table says weekly was chosen, daily ran, and why."""
     key = "ns/Deployment/w/app/cpu"
     hist = History({key: weekly_series(20, step="15min")}, pd.Timedelta("15min"))
-    write_version(str(tmp_path), quantiles=QS, step_seconds=900, data_window=("a", "b"),
+    write_version(str(tmp_path), quantiles=QS, step_seconds=900,
+                  data_window=(hist.start.isoformat(), hist.end.isoformat()),
                   series={key: {"model": "seasonal_naive_weekly", "shifts": [0.0] * 4}},
                   recent=recent_frame(hist), extra={"recent_step_seconds": 900},
                   now=dt.datetime(2024, 7, 21, tzinfo=dt.timezone.utc))
