@@ -1,11 +1,12 @@
 """`tidewise demo` offline: a synthetic cluster, its history, profiles, forecasts and report, the
 cluster as Kubernetes objects, and one offline run of the serving loop over it.
 
-The steps, in the order the command runs them: `generate_demo` (history.parquet),
-`profile_and_forecast` (profiles.json, forecasts.csv), the forecast report (report.html, written by
+The steps, in the order the command runs them: `generate_demo` (history.parquet: usage, and the
+requests and replicas `tidewise fetch` writes), `profile_and_forecast` on its usage (profiles.json,
+forecasts.csv), the forecast report (report.html, written by
 the command with `training.report`: studies import nothing from training) and `write_demo_outputs` (`cluster-state.yaml`: Nodes, Deployments/StatefulSets, Pods, HPAs
-autoscaling/v2, VPAs naming `tidewise` in spec.recommenders; and `recommendations/`, the file
-sink's output of one run). Tests also use `cluster_objects` and `MemorySource` as a cluster and
+autoscaling/v2, VPAs naming `tidewise` in spec.recommenders; `sysfs/<node>/`, each node's topology;
+and `recommendations/`, the file sink's output of one run). Tests also use `cluster_objects` and `MemorySource` as a cluster and
 a history source.
 """
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
+import tempfile
 import uuid
 from typing import Any, Callable
 
@@ -23,13 +26,16 @@ from autoscaler.settings import ServeSettings
 from contracts.annotations import MANAGE_ANNOTATION, NUMA_ANNOTATION
 from contracts.quantity import GIB, cores_to_millicpu, format_bytes, format_millicpu
 from contracts.atomic import write_text_atomic
+from contracts.errors import InputError
 from predictor.pipeline.forecasting import ForecastRequest, forecast_history, forecasts_to_frame
 from predictor.history import History, history_from_frame, write_long
 from predictor.profile import build_profiles
-from predictor.sources.synthetic import SyntheticCluster, Workload, generate_cluster
+from predictor.sources.prometheus import WORKLOAD_CONTAINER
+from predictor.sources.synthetic import Node, SyntheticCluster, Workload, generate_cluster
 from predictor.types import Forecast, ServiceProfile
 
 STEP = pd.Timedelta("5m")  # the synthetic history's step
+USAGE = ("cpu", "memory")  # the series the demo profiles and forecasts; the others are the cluster's state
 Progress = Callable[[str, int], Any]  # tidewise.progress.progress: a context manager yielding advance(n)
 
 
@@ -131,6 +137,57 @@ def cluster_objects(cluster: SyntheticCluster, recommender: str = "tidewise") ->
     return objs
 
 
+def _cpus(first: int, count: int, apart: int, threads: int) -> str:
+    """The cpulist of `count` consecutive cores from `first`, each with its `threads` threads `apart`."""
+    return ",".join(f"{first + t * apart}-{first + t * apart + count - 1}" for t in range(threads))
+
+
+def write_sysfs(root: str, node: Node, threads_per_core: int = 2) -> None:
+    """`node`'s CPU topology as the sysfs tree `tidewise enforce --sysfs-root` reads (`devices/system/
+    {cpu,node}`), numbered as Linux numbers a machine known by its counts (Topology.uniform): NUMA node
+    n is socket n, its cores consecutive, a core's threads `cores` apart; each NUMA node holds an equal
+    share of the node's memory."""
+    cores, numa = node.cpu_cores // threads_per_core, node.numa_nodes
+    if node.cpu_cores % (numa * threads_per_core):
+        raise ValueError(f"node {node.name}: {node.cpu_cores} threads do not split into {numa} NUMA node(s) "
+                         f"of {threads_per_core}-thread cores")
+    per_numa = cores // numa
+    files = {"devices/system/cpu/online": f"0-{node.cpu_cores - 1}", "devices/system/node/online": f"0-{numa - 1}"}
+    for cpu in range(node.cpu_cores):
+        core = cpu % cores
+        topo = f"devices/system/cpu/cpu{cpu}/topology"
+        files |= {f"{topo}/physical_package_id": str(core // per_numa), f"{topo}/core_id": str(core % per_numa),
+                  f"{topo}/thread_siblings_list": ",".join(str(core + t * cores) for t in range(threads_per_core))}
+    for n in range(numa):
+        files |= {f"devices/system/node/node{n}/cpulist": _cpus(n * per_numa, per_numa, cores, threads_per_core),
+                  f"devices/system/node/node{n}/meminfo":
+                      f"Node {n} MemTotal:       {node.memory_bytes // numa // 1024} kB"}
+    for rel, text in files.items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+
+
+def write_sysfs_trees(cluster: SyntheticCluster, out_dir: str) -> str:
+    """out_dir/sysfs/<node>/: each node's topology (write_sysfs), for `enforce --sysfs-root`. Built
+    aside and renamed into place, replacing the folder an earlier demo wrote there."""
+    target = os.path.join(out_dir, "sysfs")
+    if os.path.lexists(target) and (os.path.islink(target) or not os.path.isdir(target)):
+        raise InputError(f"{target}: not a folder the demo wrote (a link or a file); move it away and run again")
+    tmp = tempfile.mkdtemp(prefix=".sysfs-", dir=out_dir)
+    try:
+        for n in cluster.nodes:
+            write_sysfs(os.path.join(tmp, n.name), n)
+        if os.path.isdir(target):
+            shutil.rmtree(target)
+        os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
 class MemorySource:
     """A History already in memory, as a HistorySource."""
 
@@ -145,8 +202,9 @@ class MemorySource:
 
 def write_demo_outputs(cluster: SyntheticCluster, history: History | pd.DataFrame, out_dir: str,
                        settings: ServeSettings | None = None, rebalance_horizon: str | None = None) -> dict[str, Any]:
-    """Write cluster-state.yaml, pods.yaml (its pods alone, a PodList for `enforce --pods-from file`)
-    and recommendations/ under out_dir; return paths and the run summary. With `rebalance_horizon`,
+    """Write cluster-state.yaml, pods.yaml (its pods alone, a PodList for `enforce --pods-from file`),
+    sysfs/<node>/ (each node's topology, for `enforce --sysfs-root`) and recommendations/ under
+    out_dir; return paths and the run summary. With `rebalance_horizon`,
     also the plan of a dry-run rebalance over it and rebalance-config.yaml, which reproduces it
     (serve's 2 h default finds no demo node hot at midnight, where the history ends: the tide peaks
     later in the day); without it (tests that only serve) no second run."""
@@ -163,11 +221,12 @@ def write_demo_outputs(cluster: SyntheticCluster, history: History | pd.DataFram
     write_text_atomic(state_path, yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objs}, sort_keys=False))
     write_text_atomic(pods_path, yaml.safe_dump({"apiVersion": "v1", "kind": "PodList",
                                                  "items": [o for o in objs if o["kind"] == "Pod"]}, sort_keys=False))
+    sysfs = write_sysfs_trees(cluster, out_dir)
     rec_dir = os.path.join(out_dir, "recommendations")
     sink = FileSink(rec_dir)
     loop = ServingLoop(settings, MemorySource(history), FileCluster(state_path), sink)
     rep = loop.run_once()
-    return {"cluster_state": state_path, "pods": pods_path, "recommendations": rec_dir,
+    return {"cluster_state": state_path, "pods": pods_path, "sysfs": sysfs, "recommendations": rec_dir,
             "files": sorted(sink.written.values()), "outcome": rep.outcome, "summary": rep.summary(),
             "now": rep.now, **({} if rebalance_horizon is None else {
                 "rebalance": rebalance_demo(state_path, history, settings, rebalance_horizon),
@@ -205,14 +264,40 @@ def rebalance_demo(state_path: str, history: History, settings: ServeSettings, h
     return {"outcome": rep.outcome, **result.as_dict()}
 
 
+def state_frame(cluster: SyntheticCluster) -> pd.DataFrame:
+    """Each workload's requests and replicas as `tidewise fetch --what requests,replicas` writes them
+    from kube-state-metrics: `cpu_request` and `memory_request` per container, summed over its pods
+    (fetch's default `--aggregate sum`), and `replicas` per workload (container `-`). On the history's
+    grid without its gaps: kube-state-metrics reports the objects while a pod's own samples are missing."""
+    idx = cluster.index()
+    frames = []
+    for w in cluster.workloads:
+        replicas = dataclasses.replace(w.key("replicas"), container=WORKLOAD_CONTAINER)
+        for key, value in ((w.key("cpu_request"), w.cpu_request * w.replicas),
+                           (w.key("memory_request"), w.memory_request * w.replicas), (replicas, float(w.replicas))):
+            frames.append(pd.DataFrame({"series": key.id, "timestamp": idx, "value": value, "namespace": key.namespace,
+                                        "kind": key.kind, "workload": key.name, "container": key.container,
+                                        "resource": key.resource}))
+    return pd.concat(frames, ignore_index=True)
+
+
 def generate_demo(out_dir: str, seed: int, workloads: int, namespaces: int, nodes: int, days: float
                   ) -> tuple[SyntheticCluster, History, int]:
-    """The synthetic cluster and its history, written to out_dir/history.parquet; (cluster, history, rows)."""
+    """The synthetic cluster and its history, written to out_dir/history.parquet: usage, requests and
+    replicas, as `tidewise fetch --what cpu,memory,requests,replicas` writes a real cluster's;
+    (cluster, history, rows)."""
     cluster = generate_cluster(seed=seed, workloads=workloads, namespaces=namespaces, nodes=nodes, days=days,
                                step=STEP)
-    frame = cluster.history()
+    frame = pd.concat([cluster.history(), state_frame(cluster)], ignore_index=True)
     write_long(frame, os.path.join(out_dir, "history.parquet"))
     return cluster, history_from_frame(frame, STEP, "synthetic"), len(frame)
+
+
+def usage_history(history: History) -> History:
+    """The history's usage series alone (USAGE): what the demo profiles, forecasts and plots."""
+    keep = {k: y for k, y in history.series.items() if k.rsplit("/", 1)[-1] in USAGE}
+    return History(keep, history.step, {k: g for k, g in history.gaps.items() if k in keep}, history.labels,
+                   [k for k in history.signed if k in keep], dict(history.failed))
 
 
 def profile_and_forecast(out_dir: str, history: History, horizon: pd.Timedelta, progress: Progress

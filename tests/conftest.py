@@ -24,10 +24,11 @@ needs_shared_eval = pytest.mark.skipif(not os.path.isdir(SHARED_EVAL),
 
 
 def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None,
-            fsize: int | None = None) -> subprocess.CompletedProcess:
+            fsize: int | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:
     """Run `python -m tidewise ARGS` as a real process (as a user would), capturing output; `env` replaces
     the environment as subprocess's does; `fsize`: RLIMIT_FSIZE in bytes (a full disk as the writer sees
-    it: every write past it fails with EFBIG; Python ignores SIGXFSZ). The process is forked from
+    it: every write past it fails with EFBIG; Python ignores SIGXFSZ); `cwd`: its working folder (default
+    the checkout). The process is forked from
     tests/forkserver.py, which holds pandas, scikit-learn and scipy imported (~2.5 s of CPU a command
     otherwise); TIDEWISE_TEST_SPAWN=1 starts a fresh interpreter for each instead."""
     argv = ["-m", "tidewise", *args]
@@ -37,8 +38,8 @@ def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None,
 
             resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=timeout,
-                              cwd=ROOT, env=env, preexec_fn=limit if fsize is not None else None)
-    return _forkserver().run(list(args), dict(os.environ if env is None else env), ROOT, timeout, fsize)
+                              cwd=cwd or ROOT, env=env, preexec_fn=limit if fsize is not None else None)
+    return _forkserver().run(list(args), dict(os.environ if env is None else env), cwd or ROOT, timeout, fsize)
 
 
 class _ForkServer:
@@ -144,6 +145,19 @@ def write_kubeconfig(path, url: str) -> str:
         "users": [{"name": "u", "user": {"token": "t"}}],
         "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}))
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def demo_clone(tmp_path_factory) -> tuple[str, subprocess.CompletedProcess]:
+    """A fresh clone's folder after `make demo` (a minute or two of CPU, so once a session): `tidewise
+    demo --out demo-out` run in it, the checkout's docs/ beside it (the README's commands name
+    docs/prices.example.yaml) and no ../shared. (folder, the demo's process)."""
+    work = tmp_path_factory.mktemp("clone")
+    os.symlink(os.path.join(ROOT, "docs"), work / "docs")
+    assert not os.path.exists(work / ".." / "shared")
+    r = run_cli("demo", "--out", "demo-out", cwd=str(work))
+    assert r.returncode == 0, r.stderr
+    return str(work), r
 
 
 @pytest.fixture

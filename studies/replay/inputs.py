@@ -1,6 +1,7 @@
 """Read a replay input: long `series,timestamp,value[,per_replica][,start][,oom]`."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -11,6 +12,11 @@ from predictor.history import History, read_long_file, regularize, validate_long
 from predictor.plain import plain
 from predictor.timestamps import utc_ns
 
+log = logging.getLogger(__name__)
+
+# What `tidewise fetch --what requests,replicas` writes beside the usage (the demo's history has them
+# too): cluster state, not a container's usage or a service's demand; replay leaves those series out.
+STATE_RESOURCES = ("cpu_request", "memory_request", "replicas")
 DEFAULT_REPLAY = pd.Timedelta(days=7)  # without `start`, the last 7 days of each series are replayed
 # (after its first day at the earliest)
 
@@ -37,10 +43,25 @@ def read_oom(g: pd.DataFrame, key: str, path: str, step: pd.Timedelta) -> pd.Ser
     return flags.fillna(0).groupby(at).max().astype(int)
 
 
+def _without_state(frame: pd.DataFrame, path: str) -> pd.DataFrame:
+    """The frame without the requests and replicas series of a fetched history (ids
+    `namespace/kind/name/container/<STATE_RESOURCES>`); InputError when nothing else is left."""
+    parts = frame["series"].astype(str).str.split("/")
+    state = (parts.str.len() == 5) & parts.str[-1].isin(STATE_RESOURCES)
+    if not state.any():
+        return frame
+    if state.all():
+        raise InputError(f"input {path}: only requests and replicas series ({', '.join(STATE_RESOURCES)}); replay "
+                         "needs usage or demand series, e.g. `tidewise fetch --what cpu,memory`'s")
+    log.info("input %s: %d requests and replicas series left out (not usage)", path,
+             frame.loc[state, "series"].nunique())
+    return frame[~state]
+
+
 def load_replay_input(path: str, step: pd.Timedelta, *, need_per_replica: bool = False) -> ReplayInput:
     raw = read_long_file(path)
     parquet = path.lower().endswith((".parquet", ".pq"))
-    frame = validate_long(raw, path, parquet=parquet, allow_negative=False)
+    frame = _without_state(validate_long(raw, path, parquet=parquet, allow_negative=False), path)
     if need_per_replica and "per_replica" not in frame.columns:
         raise InputError(f"input {path} has no column 'per_replica': replay hpa needs the demand one replica "
                          "serves at 100% utilisation, on every row")

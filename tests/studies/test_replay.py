@@ -52,3 +52,24 @@ def test_replays_use_only_the_past_and_beat_a_flat_request_on_a_clean_tide():
     d1, floor, serving, r0 = replay_hpa(s, start, end, per=2.0, settings=HpaSettings(quantile=0.9), forecaster=fc)
     assert len(d1) == len(floor) == len(serving) and r0 >= 1
     assert (serving >= 1).all() and (floor >= 1).all()
+
+
+def test_replay_input_leaves_out_the_requests_and_replicas_of_a_fetched_history(tmp_path):
+    """A history `tidewise fetch --what cpu,memory,requests,replicas` (or `tidewise demo`) wrote: replay
+    reads its usage; the requests (bytes for memory, above any core count) and replicas are not usage."""
+    import pytest
+
+    from contracts.errors import InputError
+    from studies.replay.inputs import load_replay_input
+
+    y = tidal(days=3)
+    ts = y.index.strftime("%Y-%m-%dT%H:%M:%SZ")
+    ids = {"shop/Deployment/web/app/cpu": y.to_numpy(), "shop/Deployment/web/app/memory_request": 2.0**31,
+           "shop/Deployment/web/app/cpu_request": 24.0, "shop/Deployment/web/-/replicas": 3.0}
+    frame = pd.concat([pd.DataFrame({"series": k, "timestamp": ts, "value": v}) for k, v in ids.items()])
+    path = tmp_path / "fetched.csv"
+    frame.to_csv(path, index=False)
+    assert set(load_replay_input(str(path), pd.Timedelta("5min")).history.series) == {"shop/Deployment/web/app/cpu"}
+    frame[frame["series"] != "shop/Deployment/web/app/cpu"].to_csv(path, index=False)
+    with pytest.raises(InputError, match="only requests and replicas series"):
+        load_replay_input(str(path), pd.Timedelta("5min"))

@@ -1,14 +1,14 @@
 import json
+import pathlib
 
 import pandas as pd
 
 from tests.conftest import run_cli
 
 
-def test_demo_writes_every_output(tmp_path):
-    out = tmp_path / "demo"
-    r = run_cli("demo", "--out", str(out))
-    assert r.returncode == 0, r.stderr
+def test_demo_writes_every_output(demo_clone):
+    work, r = demo_clone  # `tidewise demo --out demo-out`, once a session
+    out = pathlib.Path(work) / "demo-out"
     hist = pd.read_parquet(out / "history.parquet")
     fc = pd.read_csv(out / "forecasts.csv")
     profiles = json.loads((out / "profiles.json").read_text())
@@ -16,7 +16,10 @@ def test_demo_writes_every_output(tmp_path):
     series = set(hist["series"])
     workloads = {s.rsplit("/", 2)[0] for s in series}
     assert len(workloads) >= 12 and len({s.split("/")[0] for s in series}) >= 3
-    assert set(fc["series"]) == series and set(profiles) == series
+    # usage is profiled and forecast; the requests and replicas series beside it are the cluster's state
+    usage = {s for s in series if s.rsplit("/", 1)[1] in ("cpu", "memory")}
+    assert {s.rsplit("/", 1)[1] for s in series - usage} == {"cpu_request", "memory_request", "replicas"}
+    assert set(fc["series"]) == usage and set(profiles) == usage
     assert (fc.groupby("series").size() == 288).all()
     assert {"tidal", "flat", "bursty", "trending"} <= {p["class"] for p in profiles.values()}
     assert html.count("<img") >= len(workloads) and "http://" not in html and "https://" not in html
@@ -39,6 +42,7 @@ def test_demo_writes_every_output(tmp_path):
     enforcement = next(line for line in r.stderr.splitlines() if line.startswith("enforcement plan (dry-run, node "))
     placed = int(enforcement.split("): ")[1].split(" pod(s) placed")[0])
     assert placed > 0 and "pools reserve" in enforcement and "--reclaim-plan" in enforcement
+    assert "--sysfs-root demo-out/sysfs/node-0" in enforcement and (out / "sysfs" / "node-0").is_dir()
 
 
 def test_profile_command_writes_json(tmp_path):

@@ -11,13 +11,16 @@ HELP = """\
 Generate a synthetic cluster (12 workloads in 3 namespaces on 4 nodes, 21 days at 5 minutes, with
 daily and weekly tides, noise, bursts, a trend and gaps), then profile and forecast every workload
 and write, under --out:
-  history.parquet   the long history (series,timestamp,value + labels)
+  history.parquet   the long history (series,timestamp,value + labels): usage, requests and replicas,
+                    as `tidewise fetch --what cpu,memory,requests,replicas` writes it; the input of
+                    `tidewise simulate colocation|tide|rebalance --history`
   forecasts.csv     the next 24 h of q0.5/q0.9/q0.95/q0.99 per series (the forecast contract)
   profiles.json     the service profile of every series
   report.html       a self-contained page with one plot per series
   cluster-state.yaml  the demo cluster as Kubernetes objects (VPAs naming `tidewise`, HPAs,
                     Deployments/ReplicaSets/StatefulSets, Pods, Nodes), for `tidewise serve --cluster-state`
   pods.yaml         its Pods alone (uids, owned by ReplicaSets/StatefulSets), for `enforce --pods-from file`
+  sysfs/<node>/     each node's CPU and NUMA topology as a sysfs tree, for `enforce --sysfs-root`
   recommendations/  what one offline run of the serving loop would write (one YAML per object;
                     node/<node>.yaml carries the reclaim plan `enforce --reclaim-plan` reads)
   rebalance-config.yaml  settings for `tidewise --config F rebalance` over the --horizon
@@ -43,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from contracts.errors import InputError
-    from studies.demo import generate_demo, profile_and_forecast, write_demo_outputs
+    from studies.demo import generate_demo, profile_and_forecast, usage_history, write_demo_outputs
     from predictor.durations import parse_duration
     from tidewise.paths import prepare_output_dir
     from tidewise.progress import progress
@@ -61,10 +64,11 @@ def run(args: argparse.Namespace) -> int:
               f"{args.nodes} nodes, {args.days:g} days at 5 min -> {args.out}/")
     cluster, history, rows = generate_demo(args.out, args.seed, args.workloads, args.namespaces, args.nodes,
                                            args.days)
-    err.print(f"generated {len(history.series)} series, {rows:,} samples, "
-              f"{len(history.gaps)} with gaps ({time.perf_counter() - t0:.1f} s)")
-    profiles, forecasts = profile_and_forecast(args.out, history, horizon, progress)
-    _write_report(args.out, history, forecasts, profiles,
+    usage = usage_history(history)  # what is profiled and forecast; serve reads the whole history, as from the file
+    err.print(f"generated {len(history.series)} series ({len(usage.series)} of usage, the others requests and "
+              f"replicas), {rows:,} samples, {len(history.gaps)} with gaps ({time.perf_counter() - t0:.1f} s)")
+    profiles, forecasts = profile_and_forecast(args.out, usage, horizon, progress)
+    _write_report(args.out, usage, forecasts, profiles,
                   meta=f"{args.workloads} workloads in {args.namespaces} namespaces on {args.nodes} nodes; "
                        f"{args.days:g} days of 5-minute history; forecasts for the next {args.horizon}.")
     with progress("serving loop, once, offline (dry-run file sink)", 1) as advance:
@@ -76,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     print(rebalance_line(served), file=sys.stderr)
     print(enforcement_line(served), file=sys.stderr)
     print(f"wrote {args.out}/history.parquet, forecasts.csv, profiles.json, report.html, cluster-state.yaml, "
-          f"pods.yaml, recommendations/, rebalance-config.yaml in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+          f"pods.yaml, sysfs/, recommendations/, rebalance-config.yaml in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     return 0
 
 
@@ -93,16 +97,17 @@ def rebalance_line(served: dict[str, Any]) -> str:
 
 def enforcement_line(served: dict[str, Any]) -> str:
     """One line: the node agent's plan for the first node, from its reclaim plan as serve wrote it
-    (recommendations/node/<node>.yaml, read by `enforce --reclaim-plan`) and its pods (pods.yaml),
-    at the demo's decision time, dry-run: the policy alone (the demo has no cgroups to diff)."""
+    (recommendations/node/<node>.yaml, read by `enforce --reclaim-plan`), its pods (pods.yaml) and its
+    topology (sysfs/<node>/, read by `enforce --sysfs-root` with the agent's own reader), at the demo's
+    decision time, dry-run: the policy alone (the demo has no cgroups to diff)."""
     import yaml
 
-    from contracts.annotations import NUMA_ANNOTATION
     from contracts.errors import TidewiseError
     from contracts.reclaim import check_plan_in_force, plan_document
     from node_enforcer.collect.pods import read_pods_file
     from node_enforcer.collect.reclaim import load_reclaim_plan
-    from node_enforcer.model.topology import Topology, format_cpulist
+    from node_enforcer.collect.topology import read_topology
+    from node_enforcer.model.topology import format_cpulist
     from node_enforcer.policy.plan import plan
 
     files = sorted(f for f in served["files"] if f"{os.sep}node{os.sep}" in f)
@@ -111,11 +116,11 @@ def enforcement_line(served: dict[str, Any]) -> str:
     with open(files[0], encoding="utf-8") as fh:
         node_obj = yaml.safe_load(fh)
     node = node_obj["metadata"]["name"]
+    sysfs = os.path.join(served["sysfs"], node)
     try:
         reclaim = load_reclaim_plan(files[0], node)
         check_plan_in_force(reclaim, served["now"].to_pydatetime(), files[0], start_key="generated_at")
-        topology = Topology.uniform(int(node_obj["status"]["capacity"]["cpu"]),
-                                    int(node_obj["metadata"]["annotations"].get(NUMA_ANNOTATION, 1)))
+        topology = read_topology(sysfs)
     except (TidewiseError, ValueError) as exc:  # the demo's last line says so rather than end in a traceback
         return f"enforcement plan for node {node}: not made ({exc})"
     pods = read_pods_file(served["pods"], node)
@@ -125,7 +130,7 @@ def enforcement_line(served: dict[str, Any]) -> str:
             f"; from its reclaim plan lending {reclaim.reclaimed_millicpu}m CPU and "
             f"{reclaim.reclaimed_memory_bytes / 2**30:.1f} GiB until {plan_document(reclaim)['valid_until']} -- "
             f"tidewise enforce --once --dry-run --node {node} --pods-from file --pods {served['pods']} "
-            f"--reclaim-plan {files[0]} (after that time it refuses the plan and lends nothing)")
+            f"--reclaim-plan {files[0]} --sysfs-root {sysfs} (after that time it refuses the plan and lends nothing)")
 
 
 def print_summary(cluster: Any, history: Any, profiles: dict, forecasts: list, horizon: str) -> None:

@@ -1,22 +1,29 @@
 """The flags and checks every `tidewise simulate` study shares (colocation, tide, rebalance): where
-the services come from (the public traces, or the user's own history that `tidewise fetch` wrote),
-the cluster's size and seed, which policy, the output folder and the forecasts."""
+the services come from (the public traces, the user's own history that `tidewise fetch` wrote, or,
+by default where the traces are missing, the demo's), the cluster's size and seed, which policy,
+the output folder and the forecasts."""
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 DEFAULT_TRACES = os.path.join("..", "shared", "data")
+# what `make demo` (`tidewise demo --out demo-out`) writes in the checkout: the default source when
+# the traces are not beside it, as on a fresh clone (its requests and replicas as `fetch` writes them)
+DEMO_HISTORY = os.path.join("demo-out", "history.parquet")
 
 
 def add_study_args(c: argparse.ArgumentParser, *, nodes: int, nodes_help: str, days: int, seed_help: str,
                    policies: list[str], out: str, model_help: str, cache_help: str) -> None:
     c.set_defaults(default_nodes=nodes)
     c.add_argument("--traces", metavar="DIR",
-                   help="folder of real traces laid out like ../shared/data (default ../shared/data)")
+                   help=f"folder of real traces laid out like {DEFAULT_TRACES} (default {DEFAULT_TRACES}; where it "
+                        f"is missing, the demo's history {DEMO_HISTORY}, as --history, once `make demo` wrote it)")
     c.add_argument("--history", metavar="FILE",
                    help="your own history instead of the traces: the long file `tidewise fetch` wrote "
-                        "(.parquet, .csv, .csv.gz); each workload's pods become the online services")
+                        "(.parquet, .csv, .csv.gz); each workload's pods become the online services. "
+                        f"The demo's ({DEMO_HISTORY}) works too")
     c.add_argument("--step", default="5m",
                    help="grid the --history file is read on, as `tidewise fetch --step` wrote it (default 5m)")
     c.add_argument("--nodes", type=int, metavar="N",
@@ -35,11 +42,17 @@ def add_study_args(c: argparse.ArgumentParser, *, nodes: int, nodes_help: str, d
 
 
 def check_study_args(args: argparse.Namespace) -> None:
-    """The flag checks before any work: a known forecasting model, at least one node and day."""
+    """The flag checks before any work: a known forecasting model, at least one node and day; and the
+    default source (the demo's history where neither --traces, --history nor the traces are there)."""
     from contracts.errors import InputError
     from predictor.models import MODELS
 
     args.fit_nodes = args.nodes is None
+    # the source before the study's settings are made from the flags (source_settings); said in check_traces
+    args.demo_fallback = args.traces is None and args.history is None and not os.path.isdir(DEFAULT_TRACES) \
+        and os.path.isfile(DEMO_HISTORY)
+    if args.demo_fallback:
+        args.history = DEMO_HISTORY
     if args.nodes is None:
         args.nodes = args.default_nodes
     if args.forecast_model != "auto" and args.forecast_model not in MODELS:
@@ -57,12 +70,16 @@ def check_traces(args: argparse.Namespace) -> None:
     if args.history is not None:  # --step and the file itself: harness.history.read_history
         if args.traces is not None:
             raise InputError(f"--history {args.history} and --traces {args.traces}: give one of them")
+        if args.demo_fallback:
+            print(f"no traces in {DEFAULT_TRACES}: reading the demo's history, --history {DEMO_HISTORY} "
+                  "(--traces DIR for the public traces)", file=sys.stderr)
         return
     if args.traces is None:
         if not os.path.isdir(DEFAULT_TRACES):
-            raise InputError(f"no traces in {DEFAULT_TRACES}: pass --history FILE (your own history, written by "
-                             "`tidewise fetch --what cpu,requests,replicas --output FILE`) or --traces DIR "
-                             "(the public traces)")
+            raise InputError(f"no traces in {DEFAULT_TRACES} and no {DEMO_HISTORY}: run `make demo` first (it "
+                             f"writes {DEMO_HISTORY}, read by default then), or pass --history FILE (your own "
+                             "history, written by `tidewise fetch --what cpu,requests,replicas --output FILE`) or "
+                             "--traces DIR (the public traces)")
         args.traces = DEFAULT_TRACES
     if not os.path.isdir(args.traces):
         raise InputError(f"--traces {args.traces}: no such directory; pass the public traces' folder "

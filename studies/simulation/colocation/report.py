@@ -14,7 +14,7 @@ import numpy as np
 
 from reports.pages import PAGE_END, figure_png, image, legend, page_start, pyplot
 from studies.simulation.colocation.study import Study
-from studies.simulation.harness.page import SOURCES, family, is_default
+from studies.simulation.harness.page import data_note, family, is_default, replaying
 from studies.simulation.harness.traces import DAY_MIN
 
 COLOURS = {"none": "#555555", "katalyst": "#d62728", "koordinator": "#1f77b4", "tidewise": "#2ca02c"}
@@ -113,11 +113,11 @@ def _slowdown_row(t: dict[str, Any], b: dict[str, Any]) -> str:
 def _header(study: Study, c: dict[str, Any]) -> str:
     e = html.escape
     return (f"<p class='meta'>{c['nodes']} nodes x {c['cores_per_node']:g} cores ({c['allocatable_per_node']:g} "
-            f"allocatable), {c['services']} online services replaying {len(c['traces'])} real traces, "
+            f"allocatable), {c['services']} online services {e(replaying(study.history, len(c['traces'])))}, "
             f"requests at {_pct(c['requested_share'])} of allocatable; {study.settings.days} simulated days at "
             f"1 minute; bursts inside the minute: <b>{e(study.settings.bursts)}</b> (mean peak over the minute's mean "
             f"{c['mean_peak_over_mean_cores']:.2f} cores per node); seed {study.settings.seed}; forecasts: model <code>{e(study.settings.forecast_model)}</code>. "
-            f"No-colocation utilisation {_pct(c['no_colocation_utilisation'])}. {e(SOURCES)}</p>")
+            f"No-colocation utilisation {_pct(c['no_colocation_utilisation'])}. {e(data_note(study.history))}</p>")
 
 
 def _targets(v: dict[str, Any]) -> list[str]:

@@ -13,7 +13,7 @@ import numpy as np
 
 from reports.pages import PAGE_END, figure_png, image, legend, page_start, pyplot
 from studies.simulation.harness import outputs
-from studies.simulation.harness.page import SOURCES, is_default
+from studies.simulation.harness.page import data_note, is_default, replaying
 from studies.simulation.harness.traces import DAY_MIN
 from studies.simulation.tide.study import TideStudy, details_json
 
@@ -157,13 +157,14 @@ def render_tide_report(study: TideStudy, details: dict[str, Any]) -> str:
     """The page, from the study (for the plots) and its details (for everything else)."""
     p, s, ps = details["pool"], study.settings, details["pool_settings"]
     parts = page_start("Tidewise tide simulation")
+    source, note = html.escape(replaying(study.history, len(p["traces"]))), html.escape(data_note(study.history))
     parts.append(f"<p class='meta'>{p['nodes']} nodes x {p['allocatable_per_node']:g} allocatable cores; "
-                 f"{p['services']} online services replaying {len(p['traces'])} real traces under the HPA "
+                 f"{p['services']} online services {source} under the HPA "
                  f"(mean {p['mean_online_pods']:.0f} pods, {p['mean_requested_cores']:.0f} cores requested for "
                  f"{p['mean_demand_cores']:.0f} used); online service needs {p['needed_min']}-{p['needed_max']} "
                  f"nodes (mean {p['needed_mean']:.1f}), {p['lendable_node_hours']:.0f} node-hours could be lent at "
                  f"most; {s.days} days at 1 minute, seed {s.seed}; forecast model "
-                 f"<code>{html.escape(str(details['forecast_model']))}</code>. {html.escape(SOURCES)}</p>")
+                 f"<code>{html.escape(str(details['forecast_model']))}</code>. {note}</p>")
     parts += _verdict(details["verdict"]) + _table(details["runs"])
     parts.append(f"<h2>{span_title(s.days)}</h2>{image(plot_week(study))}")
     parts.append(f"<h2>The day's picture</h2>{image(plot_day(study))}")
