@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from predictor.registry import RegistryVersion
 
 log = logging.getLogger(__name__)
+USAGE = ("cpu", "memory")  # the resources decisions forecast
 
 __all__ = ["FROZEN", "KILLED", "OK", "ClusterReader", "Freeze", "RunReport", "ServingLoop", "StepTiming"]
 
@@ -271,8 +272,10 @@ class ServingLoop:
                 wl = state.workload_of_pod(pod)
                 if wl:
                     need.add(wl)
+        # usage only: a fetched history also holds each workload's requests and replicas, which no decision
+        # reads as a forecast
         return [sid for wl in need for res_map in (index.get(wl) or WorkloadSeries()).by_container.values()
-                for sid in res_map.values()]
+                for res, sid in res_map.items() if res in USAGE]
 
     def _step_forecast(self, rep: RunReport, ctx: RunContext) -> str:
         s, hist, now = self.settings, ctx.history, ctx.now

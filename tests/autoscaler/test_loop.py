@@ -516,3 +516,23 @@ def test_hpa_level_ratio_compares_new_observations_with_the_cached_forecast(obje
     assert ratio == pytest.approx(1.3)
     nothing_seen_yet = observed_level_ratio([sid], loop.forecast_cache.entries, history, fc.index[0], history.step, k)
     assert nothing_seen_yet == 1.0
+
+
+def test_a_history_with_requests_and_replicas_forecasts_only_the_usage(objects, history):
+    """A fetched history also holds each workload's request and replicas series: serve forecasts only the
+    usage its decisions read, and decides the same as without them."""
+    asked: list[set[str]] = []
+
+    def recording(hist, req):
+        asked.append(set(hist.series))
+        return forecast_history(hist, req)
+
+    plain = loop_for(objects, copy.deepcopy(history)).run_once()
+    fetched = copy.deepcopy(history)
+    for sid, y in list(history.series.items()):
+        fetched.series[sid.rsplit("/", 1)[0] + "/cpu_request"] = y * 0 + 2.0
+        fetched.series[sid.split("/", 3)[0] + "/" + "/".join(sid.split("/")[1:3]) + "/-/replicas"] = y * 0 + 2.0
+    rep = loop_for(objects, fetched, forecaster=recording).run_once()
+    assert rep.outcome == OK, rep.reason
+    assert asked and set().union(*asked) == set(history.series)
+    assert [d.reasons() for d in rep.vpa] == [d.reasons() for d in plain.vpa]
