@@ -37,10 +37,13 @@ def read_oom(g: pd.DataFrame, key: str, path: str, step: pd.Timedelta) -> pd.Ser
     return flags.fillna(0).groupby(at).max().astype(int)
 
 
-def load_replay_input(path: str, step: pd.Timedelta, *, need_per_replica: bool = False) -> ReplayInput:
+def load_replay_input(path: str, step: pd.Timedelta, *, need_per_replica: bool = False,
+                      read_as: str | None = None) -> ReplayInput:
+    """The replay's series, starts and ends; `read_as`: the resource of an id naming none (replay vpa
+    decides in cpu for those: `predictor.value_scale` then holds them to a million cores)."""
     raw = read_long_file(path)
     parquet = path.lower().endswith((".parquet", ".pq"))
-    frame = validate_long(raw, path, parquet=parquet, allow_negative=False)
+    frame = validate_long(raw, path, parquet=parquet, allow_negative=False, read_as=read_as)
     if need_per_replica and "per_replica" not in frame.columns:
         raise InputError(f"input {path} has no column 'per_replica': replay hpa needs the demand one replica "
                          "serves at 100% utilisation, on every row")
