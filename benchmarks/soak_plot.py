@@ -62,8 +62,9 @@ def markdown(fig: dict, png: str = "benchmarks/out/soak.png") -> str:
                       f"{t['warm_max_seconds']:.2f} s over {t['warm_runs']:,} runs"),
         ("RSS (serve process)", f"{rss['start']:.0f} MiB after the first run, {rss['after_warmup']:.0f} MiB at "
                                 f"{rss['warmup_minutes']} min, then {rss['min_after_warmup']:.0f}-{rss['max_after_warmup']:.0f} "
-                                f"MiB, {rss['end']:.0f} MiB at the end: growth after warm-up "
-                                f"{100 * rss['growth_after_warmup']:.1f}% ({'within' if rss['flat_within_10pct'] else 'over'} 10%)"),
+                                f"MiB, {rss['end']:.0f} MiB at the end: trend growth after warm-up "
+                                f"{100 * rss['growth_after_warmup']:.1f}% (Theil-Sen; "
+                                f"{'within' if rss['flat_within_10pct'] else 'over'} 10%)"),
         ("faults scheduled", ", ".join(f"{k} {v}" for k, v in sorted(f["scheduled"].items()))),
         ("faults that hit a request", ", ".join(f"{k} {v:,}" for k, v in sorted(f["hit"].items())) +
          f"; Prometheus killed {f['prometheus_kills']}x, restarted {f['prometheus_restarts']}x"),

@@ -170,14 +170,29 @@ class AbsurdScale(ValueError):
 # PiB is a unit mistake, and a request built on it (3.3e300 cores once went out with exit 0) is none.
 MAX_CPU_CORES = 1e6
 MAX_MEMORY_BYTES = float(2**50)
+# A series in any other unit (replicas, a business metric, an id naming no resource) is held to the
+# largest bound above: no usage figure in any unit comes near 1 PiB's count, and a value past it
+# (1e300 among values of 4) breaks the arithmetic of every model (squares overflow past ~1e154).
+MAX_ANY_UNIT = MAX_MEMORY_BYTES
 
 
-def check_usage_scale(resource: str, peak: float) -> None:
-    """AbsurdScale unless a usage peak (cores for cpu, bytes for the rest) is below the bound above."""
-    limit, unit = (MAX_CPU_CORES, "cores") if resource == "cpu" else (MAX_MEMORY_BYTES, "bytes (1 PiB)")
-    if not peak <= limit:  # also refuses nan and inf
-        raise AbsurdScale(f"peak {resource} usage {peak:.3g} is above {limit:,.0f} {unit}, more than any "
-                          "machine holds; check the units of the values (cores for cpu, bytes for memory)")
+def usage_limit(resource: str | None) -> tuple[float, str]:
+    """(bound, what it is) of a usage figure: cores for cpu, bytes for memory, any unit for None."""
+    if resource == "cpu":
+        return MAX_CPU_CORES, f"{MAX_CPU_CORES:,.0f} cores, more than any machine holds"
+    if resource == "memory":
+        return MAX_MEMORY_BYTES, f"{MAX_MEMORY_BYTES:,.0f} bytes (1 PiB), more than any machine holds"
+    return MAX_ANY_UNIT, f"{MAX_ANY_UNIT:,.0f} (1 PiB in bytes), more than any usage figure in any unit"
+
+
+def usage_scale_problem(resource: str | None, value: float) -> str | None:
+    """Why `value` cannot be a usage of `resource` (the module's bounds, either sign; nan and inf
+    too), or None when it can."""
+    limit, what = usage_limit(resource)
+    if abs(value) <= limit:
+        return None
+    units = " (cores for cpu, bytes for memory)" if resource in ("cpu", "memory") else ""
+    return f"value {value:.3g} is {'below -' if value < 0 else 'above '}{what}; check the units of the values{units}"
 
 
 def usage_to_units(resource: str, usage: float) -> int:

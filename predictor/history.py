@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from predictor import value_scale
 from predictor.errors import InputError
 from predictor.plain import plain
 from predictor.timestamps import EARLIEST, LATEST, TimestampRangeError, epoch_ns, epoch_to_utc, to_utc_ns
@@ -222,6 +223,7 @@ def validate_long(
     allow_negative: bool | None = None,
     duplicates: str = "error",
     parquet: bool = False,
+    read_as: str | None = None,  # the resource of an id that names none (predictor.value_scale; None: any unit)
 ) -> pd.DataFrame:
     """Check and normalise a raw long frame; returns series,timestamp,value (+labels), sorted.
 
@@ -240,6 +242,7 @@ def validate_long(
         raise InputError(f"{_row_label(source, pos, parquet)}: empty series id; every row needs one")
     out["timestamp"] = parse_timestamps(df["timestamp"], source, parquet)
     out["value"] = _parse_values(df["value"], source, parquet)
+    value_scale.check_rows(out, lambda pos: _row_label(source, pos, parquet), read_as)
     out["_row"] = np.arange(len(out))
 
     neg = out["value"] < 0

@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"tidewise.commands.{name}").register(sub)
+    from tidewise.arguments import accept_after
+
+    # `tidewise serve --config FILE -v` as `tidewise --config FILE -v serve`
+    accept_after(parser, [a for a in parser._actions if a.dest in ("verbose", "config")])
     return parser
 
 
@@ -59,6 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return EXIT_USAGE
+    from tidewise.arguments import count, empty_path
+
+    empty = empty_path(parser, args)
+    if empty:  # before any work: `train --registry ''` would otherwise train, then fail to write
+        print(f"tidewise {args.command}: error: {empty}", file=sys.stderr)
+        return EXIT_USAGE
+    args.verbose = count(args, "verbose")
     logging.basicConfig(
         level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -57,11 +57,14 @@ class NewFolders:
         self.paths: list[str] = []
 
     def remove_empty(self) -> list[str]:
-        """Remove the folders created by this run that hold nothing; the removed ones."""
+        """Remove the folders created by this run that hold no file (only empty folders: serve's file
+        sink makes one per kind, and a refused run lands none of its files); the removed ones."""
         removed = []
         for path in reversed(self.paths):
-            with contextlib.suppress(OSError):  # not empty (the run wrote there) or already gone: kept
-                os.rmdir(path)
+            for folder, _, _ in os.walk(path, topdown=False):  # the deepest first
+                with contextlib.suppress(OSError):  # not empty (the run wrote there) or already gone: kept
+                    os.rmdir(folder)
+            if not os.path.lexists(path):
                 removed.append(path)
         self.paths.clear()
         return removed

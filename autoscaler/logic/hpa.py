@@ -26,8 +26,9 @@ class TooManyReplicas(AbsurdScale):
     """A demand whose replica count does not fit Kubernetes' int32 (a unit mistake in the input)."""
 
 
-def check_replica_scale(demand: np.ndarray, per_replica: float) -> None:
-    """TooManyReplicas unless ceil(demand / per_replica) fits a Kubernetes replica count."""
+def check_replica_scale(demand: np.ndarray, per_replica: float, per_replica_text: str | None = None) -> None:
+    """TooManyReplicas unless ceil(demand / per_replica) fits a Kubernetes replica count;
+    `per_replica_text` names the divisor in the message as the user gave it (default per-replica N)."""
     if not (per_replica > 0 and math.isfinite(per_replica)):
         raise ValueError(f"target per replica {per_replica!r} must be a positive number")
     d = np.asarray(demand, dtype=float)
@@ -36,7 +37,8 @@ def check_replica_scale(demand: np.ndarray, per_replica: float) -> None:
     with np.errstate(over="ignore"):
         need = peak / per_replica
     if not need <= MAX_REPLICAS:
-        raise TooManyReplicas(f"peak demand {peak:g} / per-replica {per_replica:g} needs {need:.3g} replicas, above "
+        divisor = per_replica_text or f"per-replica {per_replica:g}"
+        raise TooManyReplicas(f"peak demand {peak:g} / {divisor} needs {need:.3g} replicas, above "
                          f"Kubernetes' limit of {MAX_REPLICAS}; check the units of the demand and per replica")
 
 

@@ -17,7 +17,7 @@ from autoscaler.model.views import HpaView
 from autoscaler.output.objects import Change
 from contracts.errors import InputError
 from contracts.kube_errors import Conflict, Forbidden, KubeError, NotFound, TooManyRequests
-from contracts.atomic import check_output_path, write_text_atomic
+from contracts.atomic import check_output_path, replace_or_stage, write_text_atomic
 
 log = logging.getLogger(__name__)
 SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when present
@@ -98,7 +98,7 @@ class FileSink:
             tmp = f"{path}.tmp{os.getpid()}"
             with open(tmp, "w", encoding="utf-8") as fh:
                 yaml.dump(change.obj, fh, Dumper=SafeDumper, sort_keys=False, default_flow_style=False)
-            os.replace(tmp, path)
+            replace_or_stage(tmp, path, what="file sink output")  # `serve --once`: with --report, or not at all
         except InputError as exc:
             return WriteResult(change.key, FAILED, str(exc))
         except OSError as exc:
@@ -110,7 +110,8 @@ class FileSink:
 
     def close(self) -> None:
         if self.reasons:
-            write_text_atomic(os.path.join(self.out_dir, "decisions.json"), reasons_json(self.reasons))
+            write_text_atomic(os.path.join(self.out_dir, "decisions.json"), reasons_json(self.reasons),
+                              what="file sink output")
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

@@ -8,10 +8,10 @@ a row is an int32 id, an int64 nanosecond and a float64: ~20 bytes. Only the dis
 so every reader still normalises to UTC nanoseconds in one place.
 
 The fast path handles files that need no repair and no report: anything to report or decide (a
-bad or out-of-range timestamp, a value that is not a finite number, a negative value, a
-duplicate timestamp, an empty id, a reader error) returns None, and `load_history` runs the pandas
-path, which names the file, the row and the fix exactly as before. So both paths give the same
-`History`, and errors stay what they were.
+bad or out-of-range timestamp, a value that is not a finite number or is past its unit's bound
+(`predictor.value_scale`), a negative value, a duplicate timestamp, an empty id, a reader error)
+returns None, and `load_history` runs the pandas path, which names the file, the row and the fix
+exactly as before. So both paths give the same `History`, and errors stay what they were.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from predictor import value_scale
 from predictor.errors import InputError
 from predictor.history import REQUIRED, History, parse_timestamps, series_on_grids
 from predictor.timestamps import epoch_ns
@@ -88,6 +89,8 @@ def _to_history(table: pa.Table, path: str, step: pd.Timedelta, allow_negative: 
     labels = [c for c in table.column_names if c not in REQUIRED]
     label_cols = {c: table.column(c) for c in labels}
     del table
+    if value_scale.over_bounds(codes, values, value_scale.bounds(names)) is not None:
+        raise _NeedsFullPath("a value past its unit's bound")
     neg = values < 0
     if neg.any() and allow_negative is not True:
         raise _NeedsFullPath("negative values")

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from predictor.errors import InputError, SourceError
+from predictor import value_scale
 from predictor.history import History, regularize, validate_long
 from predictor.timestamps import epoch_to_utc
 from predictor.types import SeriesKey
@@ -198,7 +199,7 @@ class PrometheusSource:
         if not frames:
             hist = History({}, step, failed=failed)
             return hist
-        frame = pd.concat(frames, ignore_index=True)
+        frame = _without_absurd(pd.concat(frames, ignore_index=True), self.settings.url)
         hist = regularize(validate_long(frame, f"Prometheus {self.settings.url}", allow_negative=True, parquet=True), step)
         hist.failed = failed
         return hist
@@ -284,6 +285,21 @@ def _to_long(df: pd.DataFrame, resource: str) -> pd.DataFrame:
         "namespace": df["namespace"].to_numpy(), "kind": df["kind"].to_numpy(),
         "workload": df["workload"].to_numpy(), "container": df["container"].to_numpy(), "resource": resource,
     })
+
+
+def _without_absurd(frame: pd.DataFrame, url: str) -> pd.DataFrame:
+    """The samples past their unit's bound (`predictor.value_scale`: an exporter's glitch, 1e300 cores)
+    left out as gaps, as non-finite ones are, with a warning: a file is refused for them, but one bad
+    sample must not stop the fleet's fetch, nor reach a decision."""
+    ids = pd.Categorical(frame["series"])
+    values = frame["value"].to_numpy(dtype=float)
+    bad = value_scale.over_bounds(ids.codes, values, value_scale.bounds(np.asarray(ids.categories, dtype=object)))
+    if bad is None:
+        return frame
+    key, at = str(frame["series"].iloc[bad[0]]), pd.Timestamp(frame["timestamp"].iloc[bad[0]])
+    log.warning("Prometheus %s: %d sample(s) left out as gaps, e.g. series %s at %s: %s", url, len(bad), key,
+                at.isoformat(), value_scale.problem(key, values[bad[0]]))
+    return frame.drop(index=frame.index[bad])
 
 
 def _not_prometheus(exc: Exception) -> str | None:

@@ -58,10 +58,13 @@ def _without_state(frame: pd.DataFrame, path: str) -> pd.DataFrame:
     return frame[~state]
 
 
-def load_replay_input(path: str, step: pd.Timedelta, *, need_per_replica: bool = False) -> ReplayInput:
+def load_replay_input(path: str, step: pd.Timedelta, *, need_per_replica: bool = False,
+                      read_as: str | None = None) -> ReplayInput:
+    """The replay's series, starts and ends; `read_as`: the resource of an id naming none (replay vpa
+    decides in cpu for those: `predictor.value_scale` then holds them to a million cores)."""
     raw = read_long_file(path)
     parquet = path.lower().endswith((".parquet", ".pq"))
-    frame = _without_state(validate_long(raw, path, parquet=parquet, allow_negative=False), path)
+    frame = _without_state(validate_long(raw, path, parquet=parquet, allow_negative=False, read_as=read_as), path)
     if need_per_replica and "per_replica" not in frame.columns:
         raise InputError(f"input {path} has no column 'per_replica': replay hpa needs the demand one replica "
                          "serves at 100% utilisation, on every row")

@@ -9,13 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, cast
 
-import numpy as np
 import pandas as pd
 
 from autoscaler.logic.hpa import TooManyReplicas, check_replica_scale, simulate_reactive_hpa
 from autoscaler.settings import HpaSettings, VpaSettings
 from contracts.errors import InputError
-from contracts.quantity import AbsurdScale, check_usage_scale
+from contracts.quantity import AbsurdScale
 from studies.replay.decision_time import BACKEND, DecisionTimeForecaster, DecisionTimeTrainer, hpa_span
 from studies.replay.decisions import STEP, DailyChoiceForecaster, replay_hpa, replay_vpa_decisions, replay_vpa_default
 from studies.replay.day_plan import replay_restart
@@ -57,17 +56,15 @@ class ReplaySettings:
         return max(1, int(self.stabilization / MINUTE))
 
 
-def check_scales(data: ReplayInput, kind: str, target_utilization: float, path: str) -> None:
-    """Refuse, before any work, a series whose decision would be absurd (a unit mistake): a replica
-    count past Kubernetes' int32 for hpa, a usage no machine has for vpa. The one check of both kinds."""
+def check_replicas(data: ReplayInput, target_utilization: float, path: str) -> None:
+    """replay hpa: refuse, before any work, a series whose replica count would pass Kubernetes' int32
+    (a unit mistake in value or per_replica). The values' own units are checked as they are read
+    (`predictor.value_scale`, through `validate_long`)."""
     for key, y in data.history.series.items():
-        values = y.to_numpy(dtype=float)
+        per = data.per_replica[key]
         try:
-            if kind == "hpa":
-                check_replica_scale(values, data.per_replica[key] * target_utilization)
-            else:
-                finite = values[np.isfinite(values)]
-                check_usage_scale(resource_of(key), float(finite.max()) if len(finite) else 0.0)
+            check_replica_scale(y.to_numpy(dtype=float), per * target_utilization,
+                                per_replica_text=f"(per_replica {per:g} x target utilisation {target_utilization:g})")
         except AbsurdScale as exc:
             raise InputError(f"input {path}: series {key!r}: {exc}") from None
 

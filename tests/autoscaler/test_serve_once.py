@@ -72,3 +72,35 @@ def test_a_frozen_run_exits_1(cluster):
     proc = run_cli(*cmd, "--now", "2026-11-02T02:00:00Z")  # the history ends 2 h earlier: stale
     assert proc.returncode == 1 and "frozen" in proc.stderr and "stale" in proc.stderr
     assert fake.writes() == []
+
+
+def test_review_files_and_report_land_together_or_not_at_all(small, objects, tmp_path):
+    """`serve --once --sink file --out recs --report r.json`: a report that failed (a full disk) left the
+    review files of the run written, and the line said "nothing was written"."""
+    import os
+
+    history, state = tmp_path / "history.parquet", tmp_path / "cluster-state.yaml"
+    write_long(small[1], str(history))
+    state.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}))
+    cmd = ["serve", "--once", "--cluster-state", str(state), "--source", "file", "--input", str(history),
+           "--model", "seasonal_naive_daily", "--sink", "file"]
+    first = tmp_path / "first"
+    assert run_cli(*cmd, "--out", str(first), "--report", str(tmp_path / "first.json")).returncode == 0
+    sizes = [os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(first) for n in names]
+    report = os.path.getsize(tmp_path / "first.json")
+    assert len(sizes) > 5 and max(sizes) < report  # a disk that holds every review file and not the report
+    recs = tmp_path / "recs"
+    (recs / "node").mkdir(parents=True)
+    before = {}
+    for name in ("decisions.json", "node/node-0.yaml"):  # what the previous run left
+        (recs / name).write_text("the previous run's\n")
+        os.utime(recs / name, (1_600_000_000, 1_600_000_000))
+        before[name] = ((recs / name).read_bytes(), os.stat(recs / name).st_mtime_ns)
+    r = run_cli(*cmd, "--out", str(recs), "--report", str(tmp_path / "r.json"), fsize=max(sizes) + 1)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"tidewise serve: error: --report {tmp_path / 'r.json'}: writing failed (File too large); nothing was written "
+        f"({len(sizes)} file sink outputs under {recs} left as they were): free space or give a file in a writable folder")
+    after = {n: ((recs / n).read_bytes(), os.stat(recs / n).st_mtime_ns) for n in before}
+    assert after == before and not (tmp_path / "r.json").exists()
+    assert sorted(n for _, _, names in os.walk(recs) for n in names) == ["decisions.json", "node-0.yaml"]

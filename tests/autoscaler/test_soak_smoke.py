@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from benchmarks.soak_faults import Answer, FaultSchedule, duplicates
 from tests.integration.prometheus_server import require
 
@@ -29,6 +31,26 @@ def test_fault_schedule_is_seeded_and_leaves_the_ends_quiet():
     assert kinds == {"prometheus", "409", "429", "5xx", "slow", "watch_cut", "watch_410"}
     assert all(one.quiet_head <= f.start and f.end <= 1440 - one.quiet_tail for f in one.faults)
     assert sum(f.kind == "prometheus" for f in one.faults) == 6
+
+
+def test_the_rss_check_reads_the_trend_not_the_peak():
+    """A day of runs at ~400 MiB: one run's spike after an outage (the frames of a full fetch, freed
+    again) is flat; a steady climb of 20% is a leak, though its peak is only 20% over its start."""
+    import numpy as np
+
+    from benchmarks.soak import rss_figures
+
+    minutes = list(range(1440))
+    steady = 400 + np.random.default_rng(3).normal(0, 6, len(minutes))  # the saw-tooth of the runs' frames
+    spike = steady.copy()
+    spike[700:702] = 640  # 60% over, two runs
+    leak = steady + np.linspace(0, 80, len(minutes))
+    flat = rss_figures(minutes, list(spike), warmup=60)
+    assert flat["flat_within_10pct"] and abs(flat["growth_after_warmup"]) < 0.01 and flat["peak_over_first"] > 0.5
+    grows = rss_figures(minutes, list(leak), warmup=60)
+    assert not grows["flat_within_10pct"] and 0.15 < grows["growth_after_warmup"] < 0.25
+    assert grows["trend_mib_per_hour"] == pytest.approx(80 / 24, rel=0.1)
+    assert not rss_figures(minutes[:30], list(steady[:30]), warmup=60)["flat_within_10pct"]  # nothing after warm-up
 
 
 def test_tiny_soak_applies_every_fault_and_loses_or_duplicates_no_write(tmp_path):

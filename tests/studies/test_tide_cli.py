@@ -18,7 +18,7 @@ def test_small_run_writes_the_results_contract_and_a_self_contained_report(tmp_p
                 "--forecast-model", "seasonal_naive_daily", "--no-sweeps", "--out", str(out))
     assert r.returncode == 0, r.stderr
     results = json.loads((out / "results.json").read_text())
-    assert list(results) == ["policies", "tidewise_default"]
+    assert list(results) == ["policies", "tidewise_default", "cores_per_node", "memory_gib_per_node"]
     d = results["tidewise_default"]
     # the serving loop's plan and defaults, on the calibrated margin; serve's fixed stack until it has errors
     assert {k: d[k] for k in ("lead_minutes", "min_dwell_minutes", "max_moves", "hold_minutes")} == \
@@ -39,6 +39,26 @@ def test_small_run_writes_the_results_contract_and_a_self_contained_report(tmp_p
     assert details["pool"]["nodes"] == 8 and details["tidewise_default"]["lead_minutes"] == 60
     assert list((out / "forecast-cache").iterdir())  # the hourly forecasts were cached
     assert "wrote" in r.stderr and "tidewise" in r.stderr
+
+
+@needs_shared_data
+def test_the_cost_report_reads_the_node_size_from_the_tide_results(tmp_path):
+    """`tidewise report --cost --tide R` said "node size unknown" although --help says it defaults from R."""
+    from tests.studies.cost_fixtures import write_inputs
+
+    out = tmp_path / "tide"
+    r = run_cli("simulate", "tide", "--traces", SHARED_DATA, "--nodes", "8", "--days", "1", "--seed", "2",
+                "--policy", "watermark", "--no-sweeps", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert (results["cores_per_node"], results["memory_gib_per_node"]) == (32.0, 128.0)
+    prices = write_inputs(tmp_path)["--cost"]  # off-peak: 1 a core-hour, 0.25 a GiB-hour
+    r = run_cli("report", "--cost", prices, "--tide", str(out / "results.json"), "--out", str(tmp_path / "cost.html"))
+    assert r.returncode == 0, r.stderr
+    tide = next(lv for lv in json.loads((tmp_path / "cost.json").read_text())["levers"] if lv["lever"] == "lent nodes (tide)")
+    lent = results["policies"]["watermark"]["node_hours_lent"]
+    assert lent > 0 and tide["saved"] == pytest.approx(lent * (32 * 1 + 128 * 0.25))
+    assert "32 cores x 1 + 128 GiB x 0.25" in tide["reason"] and "unknown" not in r.stderr
 
 
 @pytest.mark.parametrize("args, names", [

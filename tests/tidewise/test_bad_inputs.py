@@ -40,7 +40,8 @@ def good(tmp_path):
 # --- replay hpa: a demand needing more replicas than Kubernetes can count ---------------------------
 
 def test_replay_hpa_huge_demand_is_refused_not_wrapped(tmp_path):
-    inp = history_csv(tmp_path / "huge.csv", value=lambda i: (2 + np.sin(i / 40)) * 1e18, extra={"per_replica": 1e-3})
+    # a demand in any unit may be 1e12 (the unit check's bound is 1 PiB's count); per replica 1e-3 makes it absurd
+    inp = history_csv(tmp_path / "huge.csv", value=lambda i: (2 + np.sin(i / 40)) * 1e12, extra={"per_replica": 1e-3})
     out = tmp_path / "r.csv"
     line = one_line_error(run_cli("replay", "hpa", "--input", inp, "--output", str(out)), 2,
                           "huge.csv", "series 'a'", "2147483647", "units")

@@ -55,14 +55,15 @@ def test_replay_vpa_refuses_absurd_scales(tmp_path, series, scale, needle):
 
 def test_one_scale_check_for_both_kinds():
     from autoscaler.logic.hpa import TooManyReplicas
-    from contracts.quantity import AbsurdScale, check_usage_scale
+    from contracts.quantity import AbsurdScale, usage_scale_problem
 
     assert issubclass(TooManyReplicas, AbsurdScale)
-    check_usage_scale("cpu", 2048.0)
-    check_usage_scale("memory", float(24 * 2**40))  # 24 TiB: the largest machines sold
-    for resource, value in (("cpu", 3.3e300), ("cpu", float("nan")), ("memory", float("inf"))):
-        with pytest.raises(AbsurdScale):
-            check_usage_scale(resource, value)
+    assert usage_scale_problem("cpu", 2048.0) is None
+    assert usage_scale_problem("memory", float(24 * 2**40)) is None  # 24 TiB: the largest machines sold
+    assert usage_scale_problem(None, 1e12) is None  # any unit: a business metric, replicas
+    for resource, value in (("cpu", 3.3e300), ("cpu", float("nan")), ("memory", float("inf")), ("cpu", -2e6),
+                            (None, 1e300)):
+        assert "check the units" in (usage_scale_problem(resource, value) or "")
 
 
 # --- prices: duplicate keys, exponent floats, absurd prices ------------------------------------------

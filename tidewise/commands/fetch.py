@@ -34,10 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def add_prometheus_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Prometheus (also settable in the config file, section `prometheus:`)")
     g.add_argument("--prometheus-url", help="base URL (default http://127.0.0.1:9090)")
-    g.add_argument("--bearer-token-file", help="file holding a bearer token")
+    g.add_argument("--bearer-token-file", metavar="FILE", help="file holding a bearer token")
     g.add_argument("--header", action="append", default=[], metavar="NAME=VALUE", help="extra HTTP header (repeatable)")
     g.add_argument("--insecure-skip-tls-verify", action="store_true", help="do not verify the server certificate")
-    g.add_argument("--ca-file", help="CA bundle to verify the server certificate")
+    g.add_argument("--ca-file", metavar="FILE", help="CA bundle to verify the server certificate")
     g.add_argument("--timeout", help="per-request timeout (default 30s)")
 
 

@@ -44,30 +44,30 @@ serves from t + startup; decisions at minute t use only data before t.
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("replay", help="what Tidewise would have decided on a history (VPA or HPA)",
                        description="Replay Tidewise's decisions on your own history, next to the reference.")
-    p.add_argument("--decision-model", choices=("day-ahead", "gbm", "lightgbm"),
-                   help="forecast the decisions read: decision-time (quantiles of the next interval's peak from "
-                        "the latest samples; one global model fitted on the input's past: lightgbm, the default of "
-                        "both kinds as in serve, or gbm = scikit-learn's) or the day-ahead forecast (day-ahead)")
+    # the options of both kinds, accepted before `vpa|hpa` and after it (tidewise.arguments.accept_after)
+    shared = [p.add_argument(
+        "--decision-model", choices=("day-ahead", "gbm", "lightgbm"),
+        help="forecast the decisions read: decision-time (quantiles of the next interval's peak from the latest "
+             "samples; one global model fitted on the input's past: lightgbm, the default of both kinds as in "
+             "serve, or gbm = scikit-learn's) or the day-ahead forecast (day-ahead)")]
     c = p.add_argument_group("choice by cost (VPA; hpa ignores these)")
-    c.add_argument("--choose-by-cost", action="store_true",
-                   help="opt-in: each UTC day, per series, serve the cheapest of the forecast, the stock VPA rule "
-                        "and a flat p95 of the last week, scored on the series' last --cost-window")
-    c.add_argument("--cost-window", help="recent past the candidates are scored on (default 2d)")
-    c.add_argument("--violation-budget", type=float,
-                   help="share of 5-minute steps usage may exceed the request (default 0.05, the stock VPA's rate); "
-                        "the hour-peak level and the day plan are calibrated to it, and choose-by-cost rules out "
-                        "candidates over it")
-    c.add_argument("--violation-weight", type=float, help="cost of one unit of violation rate, in slack (default 2.5)")
-    c.add_argument("--change-weight", type=float, help="cost of one request change a day, in slack (default 0.01)")
+    shared += [
+        c.add_argument("--choose-by-cost", action="store_true",
+                       help="opt-in: each UTC day, per series, serve the cheapest of the forecast, the stock VPA rule "
+                            "and a flat p95 of the last week, scored on the series' last --cost-window"),
+        c.add_argument("--cost-window", help="recent past the candidates are scored on (default 2d)"),
+        c.add_argument("--violation-budget", type=float,
+                       help="share of 5-minute steps usage may exceed the request (default 0.05, the stock VPA's "
+                            "rate); the hour-peak level and the day plan are calibrated to it, and choose-by-cost "
+                            "rules out candidates over it"),
+        c.add_argument("--violation-weight", type=float, help="cost of one unit of violation rate, in slack (default 2.5)"),
+        c.add_argument("--change-weight", type=float, help="cost of one request change a day, in slack (default 0.01)")]
     kinds = p.add_subparsers(dest="kind", metavar="vpa|hpa", required=True)
     v = kinds.add_parser("vpa", help="replay the VPA recommender", description=VPA_HELP,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     v.add_argument("--every", default="1h",
                    help="decision interval (default 1h; in place, 30m gives ~10%% less slack at the same violation "
                         "rate for ~1.8x the resizes, BENCHMARKS.md)")
-    v.add_argument("--violation-budget", type=float, default=argparse.SUPPRESS,
-                   help="share of 5-minute steps usage may exceed the request (default 0.05); also accepted "
-                        "before `vpa`")
     v.add_argument("--resize", choices=("in-place", "restart"), default="in-place",
                    help="how a change reaches the pod: in-place (default: a new request every --every) or "
                         "restart (a day plan in at most --max-changes-per-day blocks, or the stock rule)")
@@ -94,13 +94,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         sp.add_argument("--report", metavar="FILE.html", help="also write a self-contained HTML report")
         sp.add_argument("--model", default="auto", help="auto (default: model chosen per series each UTC midnight) or one cheap model name")
         sp.set_defaults(func=run)
+    from tidewise.arguments import accept_after
+
+    accept_after(p, shared)
 
 
 def run(args: argparse.Namespace) -> int:
+    from contracts.atomic import all_or_none
     from predictor.history import write_long
     from studies.replay.decisions import STEP
     from studies.replay.inputs import load_replay_input
-    from studies.replay.runner import check_scales, replay_all, write_report
+    from studies.replay.runner import check_replicas, replay_all, write_report
     from studies.replay.scores import budget_line, scores
     from tidewise.paths import check_output_path, input_file
     from tidewise.progress import progress
@@ -109,14 +113,18 @@ def run(args: argparse.Namespace) -> int:
     input_file(args.input)
     check_output_path(args.output, what="--output", inputs=[("--input", args.input)])
     if args.report:
-        check_output_path(args.report, what="--report", inputs=[("--input", args.input), ("--output", args.output)])
-    data = load_replay_input(args.input, STEP, need_per_replica=s.kind == "hpa")
-    check_scales(data, s.kind, s.target_utilization, args.input)
+        check_output_path(args.report, what="--report", inputs=[("--input", args.input)],
+                          outputs=[("--output", args.output)])
+    data = load_replay_input(args.input, STEP, need_per_replica=s.kind == "hpa",
+                             read_as="cpu" if s.kind == "vpa" else None)
+    if s.kind == "hpa":
+        check_replicas(data, s.target_utilization, args.input)
     result, out = replay_all(data, s, args.input, progress)
-    write_long(out, args.output)
     summary, per_series = scores(s.kind, result, s.target_utilization, s.tolerance)
-    if args.report:
-        write_report(args.report, s, result, summary, per_series, args.input, progress)
+    with all_or_none({"--output": args.output, "--report": args.report}):  # both land, or neither
+        write_long(out, args.output)
+        if args.report:
+            write_report(args.report, s, result, summary, per_series, args.input, progress)
     first = summary[0] if summary else {}
     budget = budget_line(per_series)
     print(f"replayed {args.kind} for {len(result)} series -> {args.output}: "

@@ -43,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_cost(args: argparse.Namespace) -> int:
+    from contracts.atomic import all_or_none
     from contracts.errors import InputError
     from studies.cost.page import sibling_paths, summary_lines, write_outputs
     from studies.cost.prices import load_prices
@@ -60,12 +61,14 @@ def run_cost(args: argparse.Namespace) -> int:
     for flag, path in (("--history", args.history), ("--vpa-replay", args.vpa_replay)):
         if path:
             input_file(path, flag)
-    for what, path in sibling_paths(args.out).items():
-        check_output_path(path, what="--out" if what == "report" else f"--out's {what}", inputs=[
+    outputs = {"--out" if what == "report" else f"--out's {what}": path for what, path in sibling_paths(args.out).items()}
+    for what, path in outputs.items():
+        check_output_path(path, what=what, inputs=[
             ("--cost", args.cost), ("--history", args.history), ("--vpa-replay", args.vpa_replay),
             ("--cluster-state", args.cluster_state), ("--colocation", args.colocation), ("--tide", args.tide)])
     report = build_report(prices, given)
-    paths = write_outputs(report, args.out)
+    with all_or_none(outputs):  # the page, its .json and .csv: all three, or none
+        paths = write_outputs(report, args.out)
     print("\n".join(summary_lines(report)), file=sys.stderr)
     print(f"wrote {paths['report']}, {paths['json']}, {paths['csv']}", file=sys.stderr)
     return 0

@@ -341,15 +341,16 @@ def _evictor(args: argparse.Namespace, settings, kube):  # -> Evictor | None
 
 
 def _once(args: argparse.Namespace, loop, sink) -> int:
-    """One run: exit 1 when it fell short (frozen, a write not landed, a faulty kill switch)."""
+    """One run: exit 1 when it fell short (frozen, a write not landed, a faulty kill switch). The
+    files of --sink file and --report land together or not at all."""
+    from contracts.atomic import all_or_none, write_text_atomic
     from tidewise.progress import run_loop_once
 
-    rep = run_loop_once(loop, "serving loop, once: steps")
+    with all_or_none({"--report": args.report}):
+        rep = run_loop_once(loop, "serving loop, once: steps")
+        if args.report:
+            write_text_atomic(args.report, json.dumps(_report_dict(rep, loop.features), indent=1, default=str))
     _print(rep, sink)
-    if args.report:
-        from contracts.atomic import write_text_atomic
-
-        write_text_atomic(args.report, json.dumps(_report_dict(rep, loop.features), indent=1, default=str))
     problems = rep.problems()
     for line in problems[:50]:
         print(f"  not done: {line}", file=sys.stderr)

@@ -75,7 +75,10 @@ def run(args: argparse.Namespace) -> int:
     history = read_history(s, ClusterSettings(**{**asdict(s.cluster), "nodes": s.nodes}))  # before the folder
     prepare_output_dir(args.out)  # before hours of simulation, not after
     study = run_study(s, progress=progress, history=history)
-    paths = write_outputs(study, args.out)
+    from contracts.atomic import all_or_none
+
+    with all_or_none():  # results.json, details.json and report.html: all three, or none
+        paths = write_outputs(study, args.out)
     v = study.verdict()
     source = f"{len(study.cluster.traces)} workloads in {args.history}" if args.history else \
         f"{len(study.cluster.traces)} traces"

@@ -48,7 +48,10 @@ def run_tide(args: argparse.Namespace) -> int:
     history = read_history(s, ClusterSettings(nodes=s.nodes), min_nodes=2)  # before the output folder
     prepare_output_dir(args.out)  # before the simulation, not after
     study = run_tide_study(s, progress=progress, history=history)
-    paths = write_tide_outputs(study, args.out)
+    from contracts.atomic import all_or_none
+
+    with all_or_none():  # results.json, details.json and report.html: all three, or none
+        paths = write_tide_outputs(study, args.out)
     p = study.pool
     source = f"workloads in {args.history}" if args.history else "traces"
     print(f"simulated {p.nodes} nodes x {args.days} days, {study.services} services from {len(study.traces)} "

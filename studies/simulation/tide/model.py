@@ -40,6 +40,9 @@ class PoolSettings:
     # a handed-back node serves online this long after the decision: batch pods evicted (grace
     # period), taints swapped, online pods scheduled and started
     return_minutes: int = 3
+    # the simulator places CPU only; a lent node is priced whole (`tidewise report --cost --tide`):
+    # 4 GiB a core on the 32-core nodes, the general-purpose shape (AWS m-class, GCP n2-standard)
+    memory_gib_per_node: float = 128.0
 
 
 @dataclass

@@ -56,12 +56,16 @@ class TideStudy:
     traces: list[str]
     breakdown: dict[str, dict[str, int]] = field(default_factory=dict)  # tidewise settings: why nodes moved
     history: dict | None = None  # what was read from a user's history file (harness.history.summary)
+    node_size: tuple[float, float] | None = None  # (cores, GiB) of a pool node: what a lent node-hour holds
 
     def results_json(self) -> dict:
-        """The contract; `tidewise_default` names the setting the label `tidewise` ran (when it ran)."""
+        """The contract; `tidewise_default` names the setting the label `tidewise` ran (when it ran), and
+        `cores_per_node`, `memory_gib_per_node` the size of a lent node (`tidewise report --cost --tide`)."""
         out: dict = {"policies": {r.label: r.metrics() for r in self.runs}}
         if any(r.label == "tidewise" for r in self.runs):
             out["tidewise_default"] = tidewise_default(self.forecasts)
+        if self.node_size is not None:
+            out["cores_per_node"], out["memory_gib_per_node"] = self.node_size
         if self.history is not None:
             out["history"] = self.history
         return out
@@ -145,7 +149,8 @@ def run_tide_study(s: TideStudySettings, progress: ProgressFactory | None = None
         return r
 
     runs = sweep(policies, s.days, run, progress)
-    return TideStudy(s, pool, runs, fc, len(cluster.services), [t.name for t in traces], breakdown, read)
+    return TideStudy(s, pool, runs, fc, len(cluster.services), [t.name for t in traces], breakdown, read,
+                     node_size=(cluster.capacity, s.pool.memory_gib_per_node))
 
 
 def details_json(study: TideStudy) -> dict:
