@@ -227,8 +227,8 @@ def test_every_doc_and_the_prices_example_are_in_the_installed_files():
             assert os.path.join(share, os.path.dirname(f)).rstrip("/") == folder, (f, folder)  # the checkout's layout
             shipped.add(f)
     wanted = {os.path.relpath(f, ROOT) for f in glob.glob(os.path.join(ROOT, "docs", "*.md"))}
-    wanted |= {os.path.relpath(f, ROOT) for d in ("deploy", "deploy/grafana", *glob.glob("kustomize/*", root_dir=ROOT))
-               for f in glob.glob(os.path.join(ROOT, d, "*")) if os.path.isfile(f)}
+    folders = [d for top in ("deploy", "kustomize") for d, _, _ in os.walk(os.path.join(ROOT, top))]  # every level
+    wanted |= {os.path.relpath(f, ROOT) for d in folders for f in glob.glob(os.path.join(d, "*")) if os.path.isfile(f)}
     assert wanted | {"README.md", os.path.join("docs", "prices.example.yaml")} <= shipped, wanted - shipped
 
 
