@@ -71,7 +71,8 @@ demo: install
 # Every shipped package is type-checked (STYLE.md: mypy clean); tests/test_layout.py holds this list
 # against pyproject's packages.
 TYPED := contracts predictor training autoscaler extender node_enforcer tidewise studies reports
-# pytest workers: the suite is mostly subprocesses and servers, so one per core pays (measured in README)
+# pytest workers: the suite is mostly subprocesses and servers, so one per core pays (measured in README);
+# --dist loadgroup keeps the tests of one xdist_group (the session's demo output) on one worker
 WORKERS ?= 2
 
 # Run one after the other, the one-core steps left the second core idle for ~5 of the 18 minutes of a
@@ -90,11 +91,11 @@ test: install system-deps
 
 test-main: install system-deps
 	@echo "== the suite under today's releases: $$($(BIN)/python -c 'import pandas; print("pandas", pandas.__version__)')"
-	$(BIN)/python -m pytest -q -n $(WORKERS) --ignore=$(IMAGE_TEST) --ignore=$(INSTALLED_TEST)
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup --ignore=$(IMAGE_TEST) --ignore=$(INSTALLED_TEST)
 
 test-pandas2: $(PD2)/.installed-$(HASH) system-deps
 	@echo "== the data-path tests under the previous pandas major: $$($(PD2)/bin/python -c 'import pandas; print("pandas", pandas.__version__)')"
-	$(PD2)/bin/python -m pytest -q -p no:cacheprovider -n $(WORKERS) -m data_paths --ignore=$(IMAGE_TEST)
+	$(PD2)/bin/python -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadgroup -m data_paths --ignore=$(IMAGE_TEST)
 
 test-installed: install user-install system-deps
 	@echo "== the installed package (pip install ., no extras): $$($(USER_VENV)/bin/python -c 'import pandas; print("pandas", pandas.__version__)')"

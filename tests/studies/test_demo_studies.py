@@ -12,6 +12,7 @@ import shlex
 
 import numpy as np
 import pandas as pd
+import pytest
 import yaml
 
 from contracts.quantity import to_bytes, to_millicpu
@@ -19,6 +20,8 @@ from predictor.sources.prometheus import WORKLOAD_CONTAINER
 from predictor.types import SeriesKey
 from tests.conftest import ROOT, run_cli, run_main
 
+# one worker runs every test of the demo's output, so the session's demo runs once (make test: --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("demo")
 SIMULATION_OUT = {"colocation": "simulation-out", "tide": "tide-out", "rebalance": "rebalance-out"}
 
 

@@ -2,10 +2,12 @@ import json
 import pathlib
 
 import pandas as pd
+import pytest
 
 from tests.conftest import run_cli
 
 
+@pytest.mark.xdist_group("demo")  # with the other tests of the session's demo (tests/studies/test_demo_studies.py)
 def test_demo_writes_every_output(demo_clone):
     work, r = demo_clone  # `tidewise demo --out demo-out`, once a session
     out = pathlib.Path(work) / "demo-out"
