@@ -147,15 +147,20 @@ def write_kubeconfig(path, url: str) -> str:
     return str(path)
 
 
+# the studies replay a week after 5 days of training: 14 days leave a day for a gap
+DEMO_SIZE = ("--workloads", "6", "--days", "14")
+
+
 @pytest.fixture(scope="session")
 def demo_clone(tmp_path_factory) -> tuple[str, subprocess.CompletedProcess]:
-    """A fresh clone's folder after `make demo` (a minute or two of CPU, so once a session): `tidewise
-    demo --out demo-out` run in it, the checkout's docs/ beside it (the README's commands name
-    docs/prices.example.yaml) and no ../shared. (folder, the demo's process)."""
+    """A fresh clone's folder after `make demo`, smaller (once a session): `tidewise demo --out demo-out`
+    run in it with `DEMO_SIZE` (make demo's 12 workloads over 21 days make the README's study commands
+    take four minutes of CPU; the image test runs the demo at its defaults), the checkout's docs/ beside
+    it (the README's commands name docs/prices.example.yaml) and no ../shared. (folder, the demo's process)."""
     work = tmp_path_factory.mktemp("clone")
     os.symlink(os.path.join(ROOT, "docs"), work / "docs")
     assert not os.path.exists(work / ".." / "shared")
-    r = run_cli("demo", "--out", "demo-out", cwd=str(work))
+    r = run_cli("demo", "--out", "demo-out", *DEMO_SIZE, cwd=str(work))
     assert r.returncode == 0, r.stderr
     return str(work), r
 

@@ -71,16 +71,18 @@ def test_the_demo_history_holds_requests_and_replicas_as_fetch_writes_them(demo_
     from studies.simulation.harness.history import load_user_history
 
     h = load_user_history(os.path.join(work, "demo-out", "history.parquet"), pd.Timedelta("5m"), days=3)
-    assert len(h.workloads) == len(workloads) and all(w.request is not None for w in h.workloads)
+    # a workload whose last days hold an hour-long gap is left out, and said so
+    assert len(h.workloads) + len(h.skipped) == len(workloads) and len(h.workloads) > len(workloads) // 2
+    assert all(w.request is not None for w in h.workloads)
     assert {w.name.rsplit("/", 1)[0]: w.pods for w in h.workloads} == \
-        {wl: o["spec"]["replicas"] for wl, o in workloads.items()}
+        {wl: o["spec"]["replicas"] for wl, o in workloads.items() if f"{wl}/app" not in h.skipped}
 
 
 def _check_simulation(work: str, study: str, r) -> None:
     out = os.path.join(work, SIMULATION_OUT[study])
     with open(os.path.join(out, "results.json"), encoding="utf-8") as fh:
         h = json.load(fh)["history"]
-    assert h["file"] == "demo-out/history.parquet" and h["workloads"] >= 11, h
+    assert h["file"] == "demo-out/history.parquet" and h["workloads"] > len(_workloads(work)) // 2, h  # some may be short
     assert h["requests_from_file"] == h["workloads"] and h["pods"] > h["workloads"], h  # split into its pods
     assert "workloads in demo-out/history.parquet" in r.stderr, r.stderr
     if study != "rebalance":  # the page names the data it read, not the public traces
@@ -107,7 +109,8 @@ def test_every_readme_command_runs_on_the_demo_files(demo_clone):
         if study:
             _check_simulation(work, study, r)
         elif command.startswith("tidewise replay vpa"):
-            assert "replayed vpa for 24 series" in r.stderr, r.stderr  # usage only: no requests nor replicas
+            # usage only: no requests nor replicas
+            assert f"replayed vpa for {2 * len(_workloads(work))} series" in r.stderr, r.stderr
         elif command.startswith("tidewise report --cost"):
             assert "not measured" not in r.stderr and "tidal requests (VPA)" in r.stderr, r.stderr
         elif command.startswith("tidewise enforce"):
